@@ -1,0 +1,72 @@
+"""codemode's engine: registry, schema DSL, the guarded pipeline, code mode, scheduling.
+
+Public names only; implementation lives in private modules.
+"""
+
+from __future__ import annotations
+
+from ._code_runtime import Binding as Binding
+from ._code_runtime import CodeRunError as CodeRunError
+from ._code_runtime import CodeRunRequest as CodeRunRequest
+from ._code_runtime import CodeRunResult as CodeRunResult
+from ._code_runtime import CodeRuntime as CodeRuntime
+from ._code_runtime import ErrorClass as ErrorClass
+from ._errors import AbortError as AbortError
+from ._errors import BindingCallError as BindingCallError
+from ._errors import CodeRunFailedError as CodeRunFailedError
+from ._errors import HarnessError as HarnessError
+from ._errors import JsonSchemaError as JsonSchemaError
+from ._errors import ToolArgsError as ToolArgsError
+from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._errors import ToolOutputError as ToolOutputError
+from ._errors import ToolTimeoutError as ToolTimeoutError
+from ._signals import AbortController as AbortController
+from ._signals import AbortSignal as AbortSignal
+from ._types import Accept as Accept
+from ._types import Allow as Allow
+from ._types import Ask as Ask
+from ._types import Block as Block
+from ._types import Deny as Deny
+from ._types import ToolDefinition as ToolDefinition
+from ._types import ToolErrorInfo as ToolErrorInfo
+from ._types import ToolExecutionFailure as ToolExecutionFailure
+from ._types import ToolExecutionInput as ToolExecutionInput
+from ._types import ToolExecutionSuccess as ToolExecutionSuccess
+from ._types import ToolFailure as ToolFailure
+from ._types import ToolOutput as ToolOutput
+from ._types import ToolSchema as ToolSchema
+from ._types import text as text
+
+__all__ = [
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "Accept",
+    "Allow",
+    "Ask",
+    "Binding",
+    "BindingCallError",
+    "Block",
+    "CodeRunError",
+    "CodeRunFailedError",
+    "CodeRunRequest",
+    "CodeRunResult",
+    "CodeRuntime",
+    "Deny",
+    "ErrorClass",
+    "HarnessError",
+    "JsonSchemaError",
+    "ToolArgsError",
+    "ToolDefinition",
+    "ToolErrorInfo",
+    "ToolExecutionFailure",
+    "ToolExecutionInput",
+    "ToolExecutionSuccess",
+    "ToolFailure",
+    "ToolNotFoundError",
+    "ToolOutput",
+    "ToolOutputError",
+    "ToolSchema",
+    "ToolTimeoutError",
+    "text",
+]

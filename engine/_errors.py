@@ -1,0 +1,116 @@
+"""The one exception tree of codemode.
+
+::
+
+    Exception
+    ├── HarnessError(message, code)        -- carries ``{name, code}`` into ``error.info``
+    │   ├── JsonSchemaError                UNSUPPORTED_SCHEMA  (thrown at define/register time)
+    │   ├── ToolArgsError                  INVALID_ARGS
+    │   ├── ToolOutputError                INVALID_TOOL_OUTPUT
+    │   ├── ToolNotFoundError              UNKNOWN_TOOL
+    │   ├── AbortError                     ABORTED | ABORTED_BEFORE_DISPATCH
+    │   ├── ToolTimeoutError               TOOL_TIMEOUT
+    │   └── CodeRunFailedError             CODE_RUN_FAILED
+    └── BindingCallError(message, code)    -- a sub-call failed; raised by binding functions
+
+Inside the pipeline these are *results*, never escaping exceptions: a tool body (or a
+policy) raising a ``HarnessError`` produces a failure result whose ``error.info`` is
+``{name: <class name>, code}``; any other exception produces a failure without ``info``.
+``JsonSchemaError`` and registration errors (``ValueError``/``TypeError``) are raised to
+the host at definition/registration time, because they are misuse, not control flow.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AbortError",
+    "BindingCallError",
+    "CodeRunFailedError",
+    "HarnessError",
+    "JsonSchemaError",
+    "ToolArgsError",
+    "ToolNotFoundError",
+    "ToolOutputError",
+    "ToolTimeoutError",
+]
+
+
+class HarnessError(Exception):
+    """Base of the errors whose class name and ``code`` ride a failure's ``error.info``."""
+
+    code: str
+
+    def __init__(self, message: str, code: str = "HARNESS_ERROR") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class JsonSchemaError(HarnessError):
+    """An unsupported or malformed schema, raised at ``define_tool``/``register`` time."""
+
+    def __init__(self, message: str, violations: list[str] | None = None) -> None:
+        super().__init__(message, "UNSUPPORTED_SCHEMA")
+        self.violations: list[str] = list(violations or [])
+
+
+class ToolArgsError(HarnessError):
+    """A ``define_tool`` tool received arguments that fail its parameter schema."""
+
+    def __init__(self, message: str, violations: list[str] | None = None) -> None:
+        super().__init__(message, "INVALID_ARGS")
+        self.violations: list[str] = list(violations or [])
+
+
+class ToolOutputError(HarnessError):
+    """A tool (or policy) produced a value or rendering that is not valid output."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "INVALID_TOOL_OUTPUT")
+
+
+class ToolNotFoundError(HarnessError):
+    """The named tool is not visible to the calling scope."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "UNKNOWN_TOOL")
+
+
+class AbortError(HarnessError):
+    """The caller cancelled the call (``ABORTED`` or ``ABORTED_BEFORE_DISPATCH``)."""
+
+    def __init__(self, message: str = "tool call aborted", code: str = "ABORTED") -> None:
+        super().__init__(message, code)
+
+
+class ToolTimeoutError(HarnessError):
+    """The timeout policy's own deadline fired."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "TOOL_TIMEOUT")
+
+
+class CodeRunFailedError(HarnessError):
+    """A ``run_code`` program failed (exception, limit, abort, dead worker, ...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "CODE_RUN_FAILED")
+
+
+class BindingCallError(Exception):
+    """Raised by a binding function when the sub-call it relayed failed.
+
+    ``message`` is the failure's bare message (no ``Error: `` prefix); ``code`` is the
+    failure's ``error.info.code`` when it has one. Guests turn it into ``ToolCallError``.
+    """
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message

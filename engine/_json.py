@@ -1,0 +1,262 @@
+"""Lossless JSON: snapshots, deep-freezing, and JS-compatible rendering.
+
+A *lossless JSON value* is ``None``, ``bool``, ``str``, an ``int``, a finite ``float``
+other than ``-0.0``, a list of lossless values, or a ``dict`` with ``str`` keys and
+lossless values. Everything else is lossy: NaN, ±inf, ``-0.0``, non-str keys, tuples,
+sets, bytes, class instances, functions and cycles. Shared (non-cyclic) references are
+allowed and copied.
+
+``snapshot`` returns a detached, deep-frozen copy (``FrozenDict``/``FrozenList``, which
+are ``dict``/``list`` subclasses that refuse mutation) or raises ``LosslessJsonError``.
+Traversal is iterative, so 5,000-deep nesting works without touching the recursion limit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+__all__ = [
+    "FrozenDict",
+    "FrozenList",
+    "LosslessJsonError",
+    "dumps_compact",
+    "dumps_pretty",
+    "is_lossless",
+    "js_number",
+    "snapshot",
+    "thaw",
+]
+
+
+class LosslessJsonError(TypeError):
+    """A value is not lossless JSON; the message says where and why."""
+
+
+def _frozen(*_a: Any, **_k: Any) -> NoReturn:
+    raise TypeError("this JSON value is frozen (deep-frozen snapshot); copy it to modify")
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` that refuses mutation. Hashing is not supported (like ``dict``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _frozen
+    clear = pop = popitem = setdefault = update = _frozen
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A ``list`` that refuses mutation."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
+    append = extend = insert = pop = remove = clear = sort = reverse = _frozen
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+_SCALARS = (str, bool, type(None))
+
+
+def _check_scalar(value: Any, path: str) -> Any:
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, int):
+        # ``int`` subclasses (IntEnum, ...) are normalised to plain ints; bool handled above.
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise LosslessJsonError(f"{path}: {value!r} is not a finite JSON number")
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            raise LosslessJsonError(f"{path}: -0.0 is not lossless JSON")
+        return float(value)
+    raise LosslessJsonError(f"{path}: {type(value).__name__} is not a JSON value")
+
+
+def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
+    """Return a detached copy of ``value`` (deep-frozen unless ``freeze=False``).
+
+    Raises ``LosslessJsonError`` naming the first offending path.
+    """
+    dict_t: type[dict[str, Any]] = FrozenDict if freeze else dict
+    list_t: type[list[Any]] = FrozenList if freeze else list
+    if not isinstance(value, (dict, list)):
+        return _check_scalar(value, label)
+    # Iterative post-order build: each frame is (source, path, collected children).
+    active: set[int] = set()
+    root_out: list[Any] = []
+    stack: list[tuple[Any, str, list[Any], Any]] = []
+
+    def push(container: Any, path: str) -> None:
+        if id(container) in active:
+            raise LosslessJsonError(f"{path}: cycle detected")
+        if type(container) not in (dict, list, FrozenDict, FrozenList):
+            raise LosslessJsonError(f"{path}: {type(container).__name__} is not a JSON value")
+        active.add(id(container))
+        if isinstance(container, dict):
+            items = iter(list(container.items()))
+        else:
+            items = iter(enumerate(list(container)))
+        stack.append((container, path, [], items))
+
+    push(value, label)
+    while stack:
+        container, path, out, items = stack[-1]
+        advanced = False
+        for key, child in items:
+            if isinstance(container, dict):
+                if not isinstance(key, str):
+                    raise LosslessJsonError(f"{path}: key {key!r} is not a string")
+                child_path = f"{path}.{key}"
+            else:
+                child_path = f"{path}[{key}]"
+            if isinstance(child, (dict, list)):
+                out.append((key, None))
+                push(child, child_path)
+                advanced = True
+                break
+            out.append((key, _check_scalar(child, child_path)))
+        if advanced:
+            continue
+        stack.pop()
+        active.discard(id(container))
+        built: Any
+        if isinstance(container, dict):
+            built = dict_t((k, v) for k, v in out)
+        else:
+            built = list_t(v for _k, v in out)
+        if stack:
+            parent_out = stack[-1][2]
+            k, _ = parent_out[-1]
+            parent_out[-1] = (k, built)
+        else:
+            root_out.append(built)
+    return root_out[0]
+
+
+def is_lossless(value: Any) -> bool:
+    """True when ``snapshot(value)`` would succeed."""
+    try:
+        snapshot(value, freeze=False)
+    except LosslessJsonError:
+        return False
+    except RecursionError:
+        return False
+    return True
+
+
+def thaw(value: Any) -> Any:
+    """A mutable deep copy of a (possibly frozen) JSON value."""
+    return snapshot(value, freeze=False)
+
+
+def js_number(value: int | float) -> str:
+    """Render a number like JavaScript's ``String(n)``: ``3`` not ``3.0``, ``1e+21``, ``1e-7``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and abs(value) < 10**21:
+        return str(value)
+    value = float(value)
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # ``repr`` gives the shortest round-trip digits (as JS does); re-lay them out with
+    # JS's rules: positional for 1e-7 < |v| < 1e21, otherwise d.ddde±x.
+    text = repr(abs(value))
+    mant, _, exp_text = text.partition("e")
+    exponent = int(exp_text) if exp_text else 0
+    int_part, _, frac_part = mant.partition(".")
+    digits = (int_part + frac_part).lstrip("0")
+    leading_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
+    # Decimal exponent of the first significant digit.
+    exponent += len(int_part) - 1 - leading_zeros
+    digits = digits.rstrip("0") or "0"
+    if -7 < exponent < 21:
+        if exponent >= 0:
+            whole = digits[: exponent + 1].ljust(exponent + 1, "0")
+            frac = digits[exponent + 1 :]
+            return sign + whole + ("." + frac if frac else "")
+        return sign + "0." + "0" * (-exponent - 1) + digits
+    body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{sign}{body}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
+
+
+def _escape_string(s: str) -> str:
+    import json
+
+    return json.dumps(s, ensure_ascii=False)
+
+
+def dumps_compact(value: Any) -> str:
+    """``JSON.stringify(value)``: compact, insertion order, JS number formatting."""
+    return _dumps(value, indent=0, compact_depth=0)
+
+
+def dumps_pretty(value: Any, indent: int = 2, max_indent: int | None = None) -> str:
+    """``JSON.stringify(value, null, indent)``; with ``max_indent`` set, containers whose
+    indentation would exceed it render compact (the reference's run_code depth rule)."""
+    compact_depth = 10**9 if max_indent is None else max_indent // indent
+    return _dumps(value, indent=indent, compact_depth=compact_depth)
+
+
+def _dumps(value: Any, *, indent: int, compact_depth: int) -> str:
+    # Iterative writer: a stack of pending work items ("text" or "value at depth").
+    out: list[str] = []
+    work: list[tuple[str, Any, int]] = [("v", value, 0)]
+    while work:
+        kind, item, depth = work.pop()
+        if kind == "t":
+            out.append(item)
+            continue
+        if item is None:
+            out.append("null")
+        elif item is True:
+            out.append("true")
+        elif item is False:
+            out.append("false")
+        elif isinstance(item, str):
+            out.append(_escape_string(item))
+        elif isinstance(item, (int, float)):
+            out.append(js_number(item))
+        elif isinstance(item, (list, dict)):
+            pretty = indent > 0 and depth < compact_depth
+            is_dict = isinstance(item, dict)
+            entries = list(item.items()) if is_dict else list(item)
+            open_c, close_c = ("{", "}") if is_dict else ("[", "]")
+            if not entries:
+                out.append(open_c + close_c)
+                continue
+            pad = "\n" + " " * (indent * (depth + 1)) if pretty else ""
+            end_pad = "\n" + " " * (indent * depth) if pretty else ""
+            sep = ": " if pretty else ":"
+            pending: list[tuple[str, Any, int]] = [("t", open_c, depth)]
+            for i, entry in enumerate(entries):
+                prefix = ("," if i else "") + pad
+                if is_dict:
+                    key, child = entry
+                    pending.append(("t", prefix + _escape_string(key) + sep, depth))
+                else:
+                    child = entry
+                    pending.append(("t", prefix, depth))
+                pending.append(("v", child, depth + 1))
+            pending.append(("t", end_pad + close_c, depth))
+            work.extend(reversed(pending))
+        else:
+            raise LosslessJsonError(f"{type(item).__name__} is not a JSON value")
+    return "".join(out)
