@@ -11,6 +11,8 @@ from ._code_runtime import CodeRunRequest as CodeRunRequest
 from ._code_runtime import CodeRunResult as CodeRunResult
 from ._code_runtime import CodeRuntime as CodeRuntime
 from ._code_runtime import ErrorClass as ErrorClass
+from ._define import define_tool as define_tool
+from ._driver import CodeDispatchLog as CodeDispatchLog
 from ._errors import AbortError as AbortError
 from ._errors import BindingCallError as BindingCallError
 from ._errors import CodeRunFailedError as CodeRunFailedError
@@ -20,6 +22,14 @@ from ._errors import ToolArgsError as ToolArgsError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import ToolOutputError as ToolOutputError
 from ._errors import ToolTimeoutError as ToolTimeoutError
+from ._execution import ToolDispatchExecution as ToolDispatchExecution
+from ._execution import ToolExecution as ToolExecution
+from ._execution import ToolRunContext as ToolRunContext
+from ._runtime import ToolRuntime as ToolRuntime
+from ._scope import Scope as Scope
+from ._session import MemorySessionLog as MemorySessionLog
+from ._session import SessionLog as SessionLog
+from ._session import SqliteSessionLog as SqliteSessionLog
 from ._signals import AbortController as AbortController
 from ._signals import AbortSignal as AbortSignal
 from ._types import Accept as Accept
@@ -31,6 +41,7 @@ from ._types import ToolDefinition as ToolDefinition
 from ._types import ToolErrorInfo as ToolErrorInfo
 from ._types import ToolExecutionFailure as ToolExecutionFailure
 from ._types import ToolExecutionInput as ToolExecutionInput
+from ._types import ToolExecutionResult as ToolExecutionResult
 from ._types import ToolExecutionSuccess as ToolExecutionSuccess
 from ._types import ToolFailure as ToolFailure
 from ._types import ToolOutput as ToolOutput
@@ -47,6 +58,7 @@ __all__ = [
     "Binding",
     "BindingCallError",
     "Block",
+    "CodeDispatchLog",
     "CodeRunError",
     "CodeRunFailedError",
     "CodeRunRequest",
@@ -56,17 +68,27 @@ __all__ = [
     "ErrorClass",
     "HarnessError",
     "JsonSchemaError",
+    "MemorySessionLog",
+    "Scope",
+    "SessionLog",
+    "SqliteSessionLog",
     "ToolArgsError",
     "ToolDefinition",
+    "ToolDispatchExecution",
     "ToolErrorInfo",
+    "ToolExecution",
     "ToolExecutionFailure",
     "ToolExecutionInput",
+    "ToolExecutionResult",
     "ToolExecutionSuccess",
     "ToolFailure",
     "ToolNotFoundError",
     "ToolOutput",
     "ToolOutputError",
+    "ToolRunContext",
+    "ToolRuntime",
     "ToolSchema",
     "ToolTimeoutError",
+    "define_tool",
     "text",
 ]

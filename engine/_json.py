@@ -13,7 +13,9 @@ Traversal is iterative, so 5,000-deep nesting works without touching the recursi
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any, NoReturn
 
 __all__ = [
@@ -74,10 +76,21 @@ class FrozenList(list[Any]):
 _SCALARS = (str, bool, type(None))
 
 
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def _check_scalar(value: Any, path: str) -> Any:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, int):
+        if not _fits_float(value):
+            # Unbounded Python ints past float range have no JSON-number reading (JS: Infinity).
+            raise LosslessJsonError(f"{path}: integer too large for a finite JSON number")
         # ``int`` subclasses (IntEnum, ...) are normalised to plain ints; bool handled above.
         return int(value)
     if isinstance(value, float):
@@ -172,7 +185,13 @@ def js_number(value: int | float) -> str:
         return "true" if value else "false"
     if isinstance(value, int) and abs(value) < 10**21:
         return str(value)
+    if isinstance(value, int) and not _fits_float(value):
+        value = math.inf if value > 0 else -math.inf
     value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
@@ -197,10 +216,20 @@ def js_number(value: int | float) -> str:
     return f"{sign}{body}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
 
 
-def _escape_string(s: str) -> str:
-    import json
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
-    return json.dumps(s, ensure_ascii=False)
+
+def _escape_string(s: str) -> str:
+    text = json.dumps(s, ensure_ascii=False)
+    if not _LONE_SURROGATE.search(text):
+        return text
+    # JSON.stringify (ES2019 well-formed) keeps a surrogate pair as its character and
+    # escapes a lone surrogate as \udXXX, so the output always encodes as UTF-8.
+    text = _SURROGATE_PAIR.sub(
+        lambda m: m.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"), text
+    )
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def dumps_compact(value: Any) -> str:
@@ -216,13 +245,18 @@ def dumps_pretty(value: Any, indent: int = 2, max_indent: int | None = None) -> 
 
 
 def _dumps(value: Any, *, indent: int, compact_depth: int) -> str:
-    # Iterative writer: a stack of pending work items ("text" or "value at depth").
+    # Iterative writer: a stack of pending work items: "t" text, "v" value at depth,
+    # "x" a container leaving the ancestor set (so a cycle raises instead of looping).
     out: list[str] = []
     work: list[tuple[str, Any, int]] = [("v", value, 0)]
+    active: set[int] = set()
     while work:
         kind, item, depth = work.pop()
         if kind == "t":
             out.append(item)
+            continue
+        if kind == "x":
+            active.discard(item)
             continue
         if item is None:
             out.append("null")
@@ -233,15 +267,22 @@ def _dumps(value: Any, *, indent: int, compact_depth: int) -> str:
         elif isinstance(item, str):
             out.append(_escape_string(item))
         elif isinstance(item, (int, float)):
+            if isinstance(item, float) and (math.isnan(item) or math.isinf(item)):
+                raise LosslessJsonError(f"{item!r} is not a finite JSON number")
+            if isinstance(item, int) and not _fits_float(item):
+                raise LosslessJsonError("integer too large for a finite JSON number")
             out.append(js_number(item))
         elif isinstance(item, (list, dict)):
             pretty = indent > 0 and depth < compact_depth
             is_dict = isinstance(item, dict)
-            entries = list(item.items()) if is_dict else list(item)
+            entries: list[Any] = list(item.items()) if isinstance(item, dict) else list(item)
             open_c, close_c = ("{", "}") if is_dict else ("[", "]")
             if not entries:
                 out.append(open_c + close_c)
                 continue
+            if id(item) in active:
+                raise LosslessJsonError("cycle detected")
+            active.add(id(item))
             pad = "\n" + " " * (indent * (depth + 1)) if pretty else ""
             end_pad = "\n" + " " * (indent * depth) if pretty else ""
             sep = ": " if pretty else ":"
@@ -250,12 +291,15 @@ def _dumps(value: Any, *, indent: int, compact_depth: int) -> str:
                 prefix = ("," if i else "") + pad
                 if is_dict:
                     key, child = entry
+                    if not isinstance(key, str):
+                        raise LosslessJsonError(f"key {key!r} is not a string")
                     pending.append(("t", prefix + _escape_string(key) + sep, depth))
                 else:
                     child = entry
                     pending.append(("t", prefix, depth))
                 pending.append(("v", child, depth + 1))
             pending.append(("t", end_pad + close_c, depth))
+            pending.append(("x", id(item), depth))
             work.extend(reversed(pending))
         else:
             raise LosslessJsonError(f"{type(item).__name__} is not a JSON value")

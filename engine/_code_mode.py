@@ -1,0 +1,171 @@
+"""``run_code``: the reserved code-mode transport tool and its rendering.
+
+The tool validates its arguments, resolves the code runtime, enumerates bindings from
+the calling scope's view, runs the program with a run-scoped abort controller and the
+single-lane sub-dispatch driver (``_driver.py``), and turns the runtime's result into
+``{logs, result?}`` or a ``CODE_RUN_FAILED`` failure.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._code_runtime import Binding, CodeRunRequest, ErrorClass
+from ._errors import CodeRunFailedError
+from ._json import dumps_pretty
+from ._signals import AbortController
+from ._types import ToolDefinition, ToolOutput, text
+
+if TYPE_CHECKING:
+    from ._execution import ToolRunContext
+    from ._runtime import ToolRuntime
+
+__all__ = [
+    "CODE_ONLY_INSTRUCTION",
+    "RUN_CODE_FLAVORS",
+    "make_run_code_tool",
+    "render_run_code_value",
+]
+
+CODE_ONLY_INSTRUCTION = (
+    "`run_code` is the only tool you can call directly — a tool call naming any other tool "
+    "fails. Reach every tool the SDK declares below from inside the program."
+)
+
+_DESCRIPTION_PARAM = (
+    "Clear, concise description of what this program does in active voice, 5-10 words "
+    '(shown in the UI). Examples: "Count TODO markers across packages"; "Read failing test '
+    'and its fixture"; "Rename config key in every cordis.yml".'
+)
+
+RUN_CODE_FLAVORS: dict[str, tuple[str, str]] = {
+    "typescript": (
+        "Execute a TypeScript program against the available tools. Takes two required "
+        "arguments: `code`, the BODY of an async function (erasable syntax only; top-level "
+        "`await` and `return` work), and `description`, a short summary of what the program "
+        "does. Call tools as `await tools.name(args)` per the declarations in the system "
+        "prompt. Only what you print or return is program output — curate it. Image-bearing "
+        "subtool results are attached after the run.",
+        "The program: the body of an async TypeScript function.",
+    ),
+    "python": (
+        "Execute a Python program against the available tools. Takes two required arguments: "
+        "`code`, the BODY of an async function (top-level `await` and `return` work), and "
+        "`description`, a short summary of what the program does. Call tools as "
+        "`await tools.name(args)` per the declarations in the system prompt. Use `print(...)` "
+        "and/or `return <value>` for program output — curate it. Image-bearing subtool "
+        "results are attached after the run.",
+        "The program: the body of an async Python function.",
+    ),
+}
+
+_OUTPUT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+    "required": ["logs"],
+}
+
+
+def known_languages() -> str:
+    """``"typescript", "python"`` as the error messages list them."""
+    return ", ".join(f'"{k}"' for k in RUN_CODE_FLAVORS)
+
+
+def render_run_code_value(value: Any) -> str:
+    """A program's completion value as the model reads it: strings raw, other values as
+    2-space JSON whose containers deeper than 10 columns of indentation render compact."""
+    if isinstance(value, str):
+        return value
+    return dumps_pretty(value, indent=2, max_indent=10)
+
+
+def _render(_args: Any, value: Any) -> list[dict[str, Any]]:
+    parts = ["\n".join(value["logs"])]
+    if "result" in value:
+        parts.append(render_run_code_value(value["result"]))
+    body = "\n".join(p for p in parts if p)
+    return [text(body or "(run_code completed with no output)")]
+
+
+def _present_call(args: Any) -> Any:
+    if not isinstance(args, dict):
+        return None
+    code, description = args.get("code"), args.get("description")
+    if not isinstance(code, str) or not isinstance(description, str):
+        return None
+    return {"card": "generic", "title": description, "kind": "execute", "rawInput": code}
+
+
+def make_run_code_tool(runtime: ToolRuntime, language: str) -> ToolDefinition:
+    """Build the ``run_code`` definition for one language flavour."""
+    description, code_description = RUN_CODE_FLAVORS[language]
+    parameters = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": code_description},
+            "description": {"type": "string", "description": _DESCRIPTION_PARAM},
+        },
+        "required": ["code", "description"],
+    }
+
+    async def execute(args: Any, ctx: ToolRunContext) -> Any:
+        from .schema import validate_args
+
+        problems = validate_args(parameters, args)
+        if problems:
+            from ._errors import ToolArgsError
+
+            raise ToolArgsError(f"invalid arguments: {'; '.join(problems)}", problems)
+        if not args["description"].strip():
+            raise ValueError("invalid description: expected a non-empty string")
+        code_runtime = runtime._require_code_runtime(runtime._registry.mode_for(ctx.agent))
+        return await _run(runtime, code_runtime, args["code"], ctx)
+
+    return ToolDefinition(
+        name="run_code",
+        description=description,
+        parameters=parameters,
+        output=ToolOutput(schema=_OUTPUT_SCHEMA, render=_render),
+        execute=execute,
+        present_call=_present_call,
+    )
+
+
+async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: ToolRunContext) -> Any:
+    from ._driver import SubDispatchDriver
+
+    controller = AbortController()
+    dispose_follow = outer.signal.add_listener(lambda s: controller.abort(s.reason))
+    names = [n for n in runtime._registry.view(outer.agent) if n != "run_code"]
+    try:
+        async with anyio.create_task_group() as tg:
+            driver = SubDispatchDriver(runtime, outer, controller.signal, tg)
+            tg.start_soon(driver.loop)
+            functions = {name: driver.binding(name) for name in names}
+            request = CodeRunRequest(
+                program=program,
+                bindings=[Binding("tools", functions, ErrorClass("ToolCallError", "toolName"))],
+                signal=controller.signal,
+            )
+            try:
+                result = await code_runtime.run(request)
+            finally:
+                controller.abort("run_code settled")
+                # Drain: abandon queued calls, await in-flight bodies, finish every
+                # ordered commit and pending log append, all inside this run.
+                with anyio.CancelScope(shield=True):
+                    await driver.drain()
+    finally:
+        dispose_follow()
+    if result.error is not None:
+        message = f"code run failed ({result.error.kind}): {result.error.message}"
+        if result.logs:
+            message += "\nCaptured output:\n" + "\n".join(result.logs)
+        raise CodeRunFailedError(message)
+    value: dict[str, Any] = {"logs": list(result.logs)}
+    if result.has_value:
+        value["result"] = result.value
+    return value

@@ -1,0 +1,399 @@
+"""The per-run single-lane sub-dispatch driver of ``run_code``.
+
+One driver loop per run. The *ordered* stages run inside the loop and never overlap:
+the ``tool/code-dispatch-start`` append, ``prepare`` (pre-execute, approval, guards) and
+``commit`` (post-execute or finish, context forwarding, resolving the program's
+awaitable). Only the around-dispatch/body stage runs concurrently, up to
+``max_parallel_sub_calls`` bodies.
+
+Each loop iteration does one of:
+1. commit the head of the commit queue if its body settled (head-of-line: programs
+   receive results in submission order);
+2. otherwise consider the head of the pending queue: abandon it if the run is over, else
+   re-classify it *now* (fail-closed) and start it if no exclusive call is active and
+   either it is exclusive and nothing is in flight, or it is parallel and fewer than the
+   cap are in flight;
+3. otherwise sleep until a body settles or a call is submitted.
+
+An exclusive call holds its barrier through its commit. After each commit the loop waits
+while more than the cap of log appends are pending (backpressure that never delays the
+value already delivered to the program).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from ._errors import BindingCallError
+from ._json import LosslessJsonError, snapshot
+from ._pipeline import Prepared, error_message
+from ._signals import AbortSignal, reason_text
+from ._types import ToolExecutionInput, ToolExecutionResult
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from ._execution import ToolRunContext
+    from ._runtime import ToolRuntime
+
+__all__ = ["CodeDispatchLog", "SubDispatchDriver"]
+
+_log = logging.getLogger("engine.code_mode")
+
+_IMAGE_SOURCE = {"kind": "plugin", "plugin": "tools-code-mode"}
+
+
+class CodeDispatchLog(msgspec.Struct, frozen=True, kw_only=True):
+    """One settled sub-dispatch as the ``tools/code-dispatch-log`` waterfall sees it."""
+
+    exec: Any
+    agent: Any
+    sub_call_id: str
+    name: str
+    is_error: bool
+    content: Any
+
+
+class _Entry:
+    __slots__ = (
+        "arguments",
+        "committed",
+        "dispatched",
+        "done",
+        "exclusive",
+        "in_flight_at_start",
+        "input",
+        "log_arguments",
+        "name",
+        "outcome",
+        "prepared",
+        "queued_at",
+        "settled_at",
+        "started_at",
+        "sub_call_id",
+    )
+
+    def __init__(
+        self, name: str, arguments: Any, log_arguments: Any, input_: ToolExecutionInput
+    ) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.log_arguments = log_arguments
+        self.input = input_
+        self.sub_call_id = input_.call_id
+        self.exclusive = False
+        self.prepared: Prepared | None = None
+        self.dispatched: tuple[str, ToolExecutionResult] | None = None
+        self.outcome: tuple[bool, Any] | None = None
+        self.done = anyio.Event()
+        self.committed = False
+        self.queued_at = time.perf_counter()
+        self.started_at: float | None = None
+        self.settled_at: float | None = None
+        self.in_flight_at_start = 0
+
+
+class SubDispatchDriver:
+    """Runs one program's sub-calls through the runtime's pipeline (see module docstring)."""
+
+    def __init__(
+        self,
+        runtime: ToolRuntime,
+        outer: ToolRunContext,
+        run_signal: AbortSignal,
+        tg: TaskGroup,
+    ) -> None:
+        self._rt = runtime
+        self._outer = outer
+        self._signal = run_signal
+        self._tg = tg
+        self._cap = runtime.max_parallel_sub_calls
+        self._pending: deque[_Entry] = deque()
+        self._commits: deque[_Entry] = deque()
+        self._in_flight = 0
+        self._exclusive_active = False
+        self._pending_logs = 0
+        self._counter = 0
+        self._stopping = False
+        self._finished = anyio.Event()
+        self._wake = anyio.Event()
+        self._t0 = time.perf_counter()
+        self._peak_in_flight = 0
+        agent = outer.agent
+        self._session = agent.session if agent is not None else None
+        run_signal.add_listener(lambda _s: self._poke())
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The largest number of bodies that overlapped in this run."""
+        return self._peak_in_flight
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    def _ms(self, t: float | None) -> float | None:
+        return None if t is None else round((t - self._t0) * 1000, 3)
+
+    # --------------------------------------------------------------- program side
+
+    def binding(self, name: str) -> Callable[[Any], Awaitable[Any]]:
+        """The async function the runtime exposes as ``tools.<name>``."""
+
+        async def call(args: Any = msgspec.UNSET) -> Any:
+            return await self.submit(name, args)
+
+        call.__name__ = name
+        return call
+
+    async def submit(self, name: str, raw_args: Any) -> Any:
+        """Queue one sub-call and wait for its committed outcome (value or raise)."""
+        if self._signal.aborted:
+            raise BindingCallError(
+                f"run_code run is over ({reason_text(self._signal.reason)}); {name} not dispatched"
+            )
+        if raw_args is msgspec.UNSET:
+            raise BindingCallError(
+                "tool arguments must be lossless JSON (call the tool with an arguments object, "
+                "e.g. `{}`)"
+            )
+        try:
+            arguments = snapshot(raw_args, freeze=False)
+            log_arguments = snapshot(raw_args, freeze=False)
+        except (LosslessJsonError, RecursionError) as exc:
+            raise BindingCallError(f"tool arguments must be lossless JSON: {exc}") from None
+        # Only a well-formed call consumes a sub-call number.
+        self._counter += 1
+        outer = self._outer
+        input_ = ToolExecutionInput(
+            call_id=f"{outer.call_id}:code:{self._counter}",
+            root_call_id=outer.root_call_id,
+            name=name,
+            arguments=arguments,
+            agent=outer.agent,
+            parent=outer.token,
+            signal=self._signal,
+        )
+        entry = _Entry(name, arguments, log_arguments, input_)
+        self._pending.append(entry)
+        self._poke()
+        await entry.done.wait()
+        assert entry.outcome is not None
+        ok, payload = entry.outcome
+        if ok:
+            return payload
+        raise payload
+
+    # ----------------------------------------------------------------- the loop
+
+    async def loop(self) -> None:
+        """The driver loop; ends once draining finds nothing left to do."""
+        try:
+            while True:
+                if self._commits and self._commits[0].dispatched is not None:
+                    await self._commit(self._commits.popleft())
+                    while self._pending_logs > self._cap:
+                        await self._sleep()
+                    continue
+                if self._pending:
+                    head = self._pending[0]
+                    if self._signal.aborted:
+                        self._pending.popleft()
+                        self._abandon(head)
+                        continue
+                    if self._may_start(head):
+                        self._pending.popleft()
+                        await self._start(head)
+                        continue
+                if self._stopping and not self._pending and not self._commits:
+                    break
+                await self._sleep()
+            while self._pending_logs:
+                await self._sleep()
+        finally:
+            self._finished.set()
+
+    async def _sleep(self) -> None:
+        await self._wake.wait()
+        self._wake = anyio.Event()
+
+    def _may_start(self, entry: _Entry) -> bool:
+        if self._exclusive_active:
+            return False
+        mode = self._rt.execution_mode(entry.input)
+        if mode == "exclusive":
+            entry.exclusive = True
+            return self._in_flight == 0
+        entry.exclusive = False
+        return self._in_flight < self._cap
+
+    def _abandon(self, entry: _Entry) -> None:
+        reason = reason_text(self._signal.reason)
+        self._settle(
+            entry,
+            False,
+            BindingCallError(f"run_code run is over ({reason}); {entry.name} tool call abandoned"),
+        )
+
+    @staticmethod
+    def _settle(entry: _Entry, ok: bool, payload: Any) -> None:
+        entry.outcome = (ok, payload)
+        entry.done.set()
+
+    async def _start(self, entry: _Entry) -> None:
+        if entry.exclusive:
+            self._exclusive_active = True
+        self._commits.append(entry)
+        entry.started_at = time.perf_counter()
+        entry.in_flight_at_start = self._in_flight
+        await self._append(
+            {
+                "type": "tool/code-dispatch-start",
+                "rootCallId": self._outer.root_call_id,
+                "parentCallId": self._outer.call_id,
+                "subCallId": entry.sub_call_id,
+                "name": entry.name,
+                "arguments": entry.log_arguments,
+                "timing": {
+                    "queuedMs": self._ms(entry.queued_at),
+                    "startedMs": self._ms(entry.started_at),
+                    "inFlight": self._in_flight,
+                },
+            }
+        )
+        prepared = await self._rt._pipeline.prepare(entry.input)
+        entry.prepared = prepared
+        if prepared.kind != "dispatch":
+            assert prepared.result is not None
+            entry.settled_at = time.perf_counter()
+            entry.dispatched = (prepared.kind, prepared.result)
+            return
+        self._in_flight += 1
+        self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        self._tg.start_soon(self._body, entry)
+
+    async def _body(self, entry: _Entry) -> None:
+        assert entry.prepared is not None
+        try:
+            entry.dispatched = await self._rt._pipeline.dispatch(entry.prepared.exec)
+        finally:
+            entry.settled_at = time.perf_counter()
+            self._in_flight -= 1
+            self._poke()
+
+    async def _commit(self, entry: _Entry) -> None:
+        assert entry.prepared is not None and entry.dispatched is not None
+        pipeline = self._rt._pipeline
+        kind, result = entry.dispatched
+        exec_ = entry.prepared.exec
+        if kind == "final":
+            final = await pipeline.finish(exec_, result)
+        else:
+            final = await pipeline.finalize(exec_, result)
+        if entry.exclusive:
+            self._exclusive_active = False
+        entry.committed = True
+        self._forward(final)
+        if self._signal.aborted and self._stopping:
+            reason = reason_text(self._signal.reason)
+            self._settle(
+                entry,
+                False,
+                BindingCallError(f"run_code run is over ({reason}); {entry.name} result discarded"),
+            )
+        elif final.is_error:
+            info = final.error.info
+            self._settle(
+                entry, False, BindingCallError(final.error.message, info.code if info else None)
+            )
+        else:
+            self._settle(entry, True, final.value)
+        if self._session is not None:
+            self._pending_logs += 1
+            self._tg.start_soon(self._log_settle, entry, final, time.perf_counter())
+
+    def _forward(self, final: ToolExecutionResult) -> None:
+        outer = self._outer
+        if not final.is_error and any(
+            isinstance(b, dict) and b.get("type") == "image" for b in final.content
+        ):
+            outer.defer_context(
+                {"role": "user", "content": list(final.content), "source": dict(_IMAGE_SOURCE)}
+            )
+        for context in final.additional_contexts:
+            outer.defer_context(context)
+        if final.concludes_turn:
+            outer.conclude_turn()
+
+    async def _log_settle(
+        self, entry: _Entry, final: ToolExecutionResult, committed: float
+    ) -> None:
+        try:
+            content: Any = final.content
+            dispatch = CodeDispatchLog(
+                exec=self._outer,
+                agent=self._outer.agent,
+                sub_call_id=entry.sub_call_id,
+                name=entry.name,
+                is_error=final.is_error,
+                content=final.content,
+            )
+
+            async def keep() -> Any:
+                return dispatch.content
+
+            try:
+                content = await self._rt._hooks.waterfall(
+                    "tools/code-dispatch-log", self._outer.agent, (dispatch,), keep
+                )
+                content = snapshot(list(content), freeze=False)
+            except Exception as exc:
+                _log.warning(
+                    "tools: code-dispatch-log listener failed for %s: %s; logging the original "
+                    "settled content",
+                    entry.name,
+                    error_message(exc),
+                )
+                content = snapshot(list(final.content), freeze=False)
+            await self._append(
+                {
+                    "type": "tool/code-dispatch",
+                    "rootCallId": self._outer.root_call_id,
+                    "parentCallId": self._outer.call_id,
+                    "subCallId": entry.sub_call_id,
+                    "name": entry.name,
+                    "arguments": entry.log_arguments,
+                    "isError": final.is_error,
+                    "content": content,
+                    "timing": {
+                        "queuedMs": self._ms(entry.queued_at),
+                        "startedMs": self._ms(entry.started_at),
+                        "settledMs": self._ms(entry.settled_at),
+                        "committedMs": self._ms(committed),
+                        "inFlight": entry.in_flight_at_start,
+                    },
+                }
+            )
+        finally:
+            self._pending_logs -= 1
+            self._poke()
+
+    async def _append(self, event: dict[str, Any]) -> None:
+        if self._session is None:
+            return
+        try:
+            await self._session.append(event)
+        except Exception:
+            _log.warning("session append failed for %s", event.get("type"), exc_info=True)
+
+    async def drain(self) -> None:
+        """Stop accepting work, finish everything started, and wait for the loop to end."""
+        self._stopping = True
+        self._poke()
+        await self._finished.wait()

@@ -1,0 +1,145 @@
+"""Execution objects: what policies, wrappers and tool bodies receive.
+
+``ToolExecution`` is the readonly identity of one call (ids, name, frozen arguments,
+agent, parent token, signal). ``ToolRunContext`` is the same object as seen by a tool
+body: it adds ``defer_context`` and ``conclude_turn``. ``ToolDispatchExecution`` is the
+view a ``tools/execute`` wrapper gets: identical, except that ``signal`` may be replaced
+for the wrapper's delegated lifetime. The registry freezes the object before
+``tools/result`` observers see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._signals import AbortSignal
+
+if TYPE_CHECKING:
+    from ._scope import Scope
+    from ._types import ToolExecutionResult
+
+__all__ = ["ExecutionToken", "ToolDispatchExecution", "ToolExecution", "ToolRunContext"]
+
+
+class ExecutionToken:
+    """An opaque, unique identity of one execution (passed to sub-calls as ``parent``)."""
+
+    __slots__ = ("_call_id",)
+
+    def __init__(self, call_id: str) -> None:
+        self._call_id = call_id
+
+    def __repr__(self) -> str:
+        return f"<ExecutionToken {self._call_id}>"
+
+
+class ToolExecution:
+    """One pending call inside the pipeline (readonly identity; see module docstring)."""
+
+    __slots__ = (
+        "_body_invoked",
+        "_caller_signal",
+        "_canonical",
+        "_concludes",
+        "_deferred",
+        "_finalizer",
+        "_frozen",
+        "agent",
+        "arguments",
+        "call_id",
+        "name",
+        "parent",
+        "root_call_id",
+        "signal",
+        "token",
+    )
+
+    call_id: str
+    root_call_id: str
+    name: str
+    arguments: Any
+    agent: Scope | None
+    parent: object | None
+    token: ExecutionToken
+    signal: AbortSignal
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        root_call_id: str,
+        name: str,
+        arguments: Any,
+        agent: Scope | None,
+        parent: object | None,
+        signal: AbortSignal,
+        finalizer: Callable[[Any, Any], Any] | None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "_frozen", False)
+        set_(self, "call_id", call_id)
+        set_(self, "root_call_id", root_call_id)
+        set_(self, "name", name)
+        set_(self, "arguments", arguments)
+        set_(self, "agent", agent)
+        set_(self, "parent", parent)
+        set_(self, "signal", signal)
+        set_(self, "token", ExecutionToken(call_id))
+        set_(self, "_caller_signal", signal)
+        set_(self, "_body_invoked", False)
+        set_(self, "_deferred", [])
+        set_(self, "_concludes", False)
+        set_(self, "_finalizer", finalizer)
+        set_(self, "_canonical", [])
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        # Only the signal is replaceable (by tools/execute wrappers), and only until the
+        # registry freezes the execution before tools/result.
+        if key != "signal" or self._frozen:
+            raise AttributeError(f"ToolExecution.{key} is read-only")
+        if not isinstance(value, AbortSignal):
+            raise TypeError("ToolExecution.signal must be an AbortSignal")
+        object.__setattr__(self, key, value)
+
+    def _set(self, key: str, value: Any) -> None:
+        object.__setattr__(self, key, value)
+
+    def _freeze(self) -> None:
+        object.__setattr__(self, "_frozen", True)
+
+    @property
+    def frozen(self) -> bool:
+        """True once the registry has frozen the execution (before ``tools/result``)."""
+        return self._frozen
+
+    def _mark_canonical(self, result: ToolExecutionResult) -> ToolExecutionResult:
+        self._canonical.append(result)
+        return result
+
+    def _is_canonical(self, result: object) -> bool:
+        return any(r is result for r in self._canonical)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} call_id={self.call_id!r}>"
+
+
+class ToolRunContext(ToolExecution):
+    """The execution as a tool body sees it: adds context deferral and turn conclusion."""
+
+    __slots__ = ()
+
+    def defer_context(self, message: Mapping[str, Any]) -> None:
+        """Attach a user message (``{"role": "user", "content": [...], ...}``) to this
+        call's own result; it reaches the agent loop after the result."""
+        if self._frozen:
+            raise RuntimeError("defer_context() after the call settled")
+        self._deferred.append(message)
+
+    def conclude_turn(self) -> None:
+        """Mark a successful result of this call as terminal for the agent turn."""
+        object.__setattr__(self, "_concludes", True)
+
+
+# A tools/execute wrapper receives the very same object; the alias names the view.
+ToolDispatchExecution = ToolRunContext

@@ -1,0 +1,187 @@
+"""``ToolRuntime``: the registry plus the guarded pipeline, the public entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._code_mode import CODE_ONLY_INSTRUCTION, RUN_CODE_FLAVORS, known_languages, make_run_code_tool
+from ._execution import ToolExecution
+from ._hooks import HookRegistry
+from ._json import snapshot
+from ._pipeline import Pipeline
+from ._registry import MODES, RUN_CODE_NAME, Registry
+from ._scope import Scope
+from ._session import SessionLog
+from ._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult, ToolSchema
+
+__all__ = ["ToolRuntime"]
+
+Disposer = Callable[[], None]
+
+
+class ToolRuntime:
+    """The tool registry and the guarded pipeline every call goes through.
+
+    ``mode`` is the deployment default presentation (``"native" | "code" | "both"``);
+    scopes may override it with ``present_as``. ``max_parallel_sub_calls`` caps how many
+    ``run_code`` sub-call bodies overlap (1 = serial). ``code_runtime`` runs programs
+    (required for code modes); ``approval`` resolves ``Ask`` decisions.
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: str = "native",
+        max_parallel_sub_calls: int = 10,
+        code_runtime: Any = None,
+        approval: Any = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f'unknown tool presentation mode "{mode}" (known: native, code, both)')
+        if (
+            isinstance(max_parallel_sub_calls, bool)
+            or not isinstance(max_parallel_sub_calls, int)
+            or max_parallel_sub_calls < 1
+        ):
+            raise ValueError("maxParallelSubCalls must be a positive integer")
+        self.max_parallel_sub_calls = max_parallel_sub_calls
+        self.code_runtime = code_runtime
+        self._hooks = HookRegistry()
+        self._registry = Registry(self._hooks, mode, self._run_code_definition)
+        self._pipeline = Pipeline(self._registry, self._hooks, approval)
+        self._run_code_cache: dict[str, ToolDefinition] = {}
+
+    # ------------------------------------------------------------ configuration
+
+    @property
+    def mode(self) -> str:
+        """The deployment default presentation mode."""
+        return self._registry.default_mode
+
+    @property
+    def approval(self) -> Any:
+        """The approval service (``async request(exec, reason) -> outcome``) or None."""
+        return self._pipeline.approval
+
+    @approval.setter
+    def approval(self, service: Any) -> None:
+        self._pipeline.approval = service
+
+    def scope(
+        self, name: str, *, parent: Scope | None = None, session: SessionLog | None = None
+    ) -> Scope:
+        """Create an agent scope, optionally chained under ``parent``."""
+        if parent is not None and (not isinstance(parent, Scope) or parent.runtime is not self):
+            raise ValueError("scope parent must be a Scope of this runtime")
+        return Scope(self, name, parent, session)
+
+    def register(self, definition: ToolDefinition) -> Disposer:
+        """Register a tool globally; returns its exact disposer."""
+        return self._registry.register(definition, None)
+
+    def guard(self, fn: Callable[[ToolExecution], str | None]) -> Disposer:
+        """Add a global monotonic guard (``fn(exec) -> reason | None``)."""
+        return self._registry.guard(fn, None)
+
+    def on(self, event: str, listener: Callable[..., Any], *, prepend: bool = False) -> Disposer:
+        """Listen to ``event`` globally (see ``engine`` docs for the events)."""
+        return self._hooks.on(event, listener, owner=None, prepend=prepend)
+
+    # -------------------------------------------------------------------- views
+
+    def _language(self) -> str:
+        runtime = self.code_runtime
+        return "typescript" if runtime is None else str(runtime.language)
+
+    def _run_code_definition(self) -> ToolDefinition:
+        language = self._language()
+        if language not in RUN_CODE_FLAVORS:
+            language = "typescript"  # schemas()/sections report the unknown language
+        cached = self._run_code_cache.get(language)
+        if cached is None:
+            cached = self._run_code_cache[language] = make_run_code_tool(self, language)
+        return cached
+
+    def _require_code_runtime(self, mode: str) -> Any:
+        runtime = self.code_runtime
+        if runtime is None:
+            raise RuntimeError(
+                f'codemode: mode "{mode}" requires a code runtime — pass '
+                "ToolRuntime(code_runtime=...) (e.g. sandbox.PythonRuntime()) or set the tools "
+                'mode to "native"'
+            )
+        if runtime.language not in RUN_CODE_FLAVORS:
+            raise RuntimeError(
+                "codemode: no SDK renderer registered for runtime language "
+                f'"{runtime.language}" (known: {known_languages()})'
+            )
+        return runtime
+
+    def get(self, name: str, scope: Scope | None = None) -> ToolDefinition | None:
+        """The definition ``scope`` sees for ``name`` (None when not visible)."""
+        return self._registry.get(name, scope)
+
+    def mode_for(self, scope: Scope | None = None) -> str:
+        """The effective presentation mode of ``scope``."""
+        return self._registry.mode_for(scope)
+
+    def schemas(self, scope: Scope | None = None) -> list[ToolSchema]:
+        """The wire tool list for ``scope``'s mode (exactly name/description/parameters)."""
+        mode = self._registry.mode_for(scope)
+        if mode != "native":
+            self._require_code_runtime(mode)
+        visible = self._registry.view(scope)
+        out = [
+            ToolSchema(d.name, d.description, snapshot(d.parameters, freeze=False))
+            for d in visible.values()
+        ]
+        if mode == "code":
+            return [s for s in out if s.name == RUN_CODE_NAME]
+        return out
+
+    def sdk_tools(self, scope: Scope | None = None) -> list[Any]:
+        """The tools the SDK declares for ``scope``: its view minus ``run_code``."""
+        from sdk_gen import SdkTool
+
+        return [
+            SdkTool(
+                name=d.name,
+                description=d.description,
+                parameters=snapshot(d.parameters, freeze=False),
+                output_schema=snapshot(d.output.schema, freeze=False),
+            )
+            for d in self._registry.view(scope).values()
+            if d.name != RUN_CODE_NAME
+        ]
+
+    def system_prompt_sections(self, scope: Scope | None = None) -> dict[str, str]:
+        """``{"tools:code-only": ..., "tools:sdk": ...}`` regenerated from the live view."""
+        from sdk_gen import render_sdk
+
+        mode = self._registry.mode_for(scope)
+        if mode == "native":
+            return {"tools:code-only": "", "tools:sdk": ""}
+        runtime = self._require_code_runtime(mode)
+        return {
+            "tools:code-only": CODE_ONLY_INSTRUCTION if mode == "code" else "",
+            "tools:sdk": render_sdk(self.sdk_tools(scope), runtime.language),
+        }
+
+    def execution_mode(self, input_: ToolExecutionInput) -> str:
+        """``"parallel"`` only when the resolved tool's classifier returns exactly True."""
+        tool = self._registry.resolve_execution(
+            input_.name, input_.agent, input_.parent is not None
+        )
+        if tool is None or tool.is_concurrency_safe is None:
+            return "exclusive"
+        try:
+            return "parallel" if tool.is_concurrency_safe(input_.arguments) is True else "exclusive"
+        except Exception:
+            return "exclusive"
+
+    # --------------------------------------------------------------- execution
+
+    async def execute(self, input_: ToolExecutionInput) -> ToolExecutionResult:
+        """Run one call through the whole pipeline; failures are results, not raises."""
+        return await self._pipeline.execute(input_)

@@ -1,0 +1,201 @@
+"""Value validation against a supported schema (``validate_json_schema_value``).
+
+Total: any Python value is accepted and every violation is returned, path-qualified
+(``"value.tags[1]" must be a string``). One violation per node at most: a type mismatch
+hides that node's ``enum``/``const`` and children. The walk is iterative (an explicit
+work stack), so 5,000-deep values and 5,000-deep nested ``oneOf`` stay off the Python
+stack, and a value cycle is reported instead of looping.
+
+Python specifics (reference §2.3/§2.4): ``bool`` is never a number or an integer; an
+integral float (``1.0``) is an integer, as in JSON; NaN/±inf are not finite JSON
+numbers; ``-0.0``, tuples-as-values, non-``str`` keys, dict/list subclasses and other
+objects are not lossless JSON values. Only an absent key is missing (``None`` is null).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+from ._json import dumps_compact
+from ._schema_common import (
+    Path,
+    index_path,
+    is_json_dict,
+    is_json_list,
+    json_scalar_equal,
+    key_path,
+    number_problem,
+    render_path,
+    type_noun,
+)
+
+__all__ = ["validate_args", "validate_json_schema_value"]
+
+_ANY: dict[str, Any] = {}
+_NOT_LOSSLESS = "must be a lossless JSON value"
+
+# Work items on the stack:
+#   ("visit", schema, value, path, sink)   validate one node, appending to sink
+#   ("note", message, sink)                append a message (keeps document order)
+#   ("leave", id)                          the container left the ancestor set
+#   ("oneOf", branch_sinks, path, sink)    count the branches that matched
+_Task: TypeAlias = tuple[Any, ...]
+
+
+def _type_problem(type_name: str, value: Any) -> str | None:
+    """Why ``value`` does not have JSON type ``type_name`` (or a lossy number), or None."""
+    if type_name == "string":
+        ok = isinstance(value, str)
+    elif type_name == "boolean":
+        ok = isinstance(value, bool)
+    elif type_name == "null":
+        ok = value is None
+    elif type_name in ("number", "integer"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"must be {type_noun(type_name)}"
+        lossy = number_problem(value)
+        if lossy is not None:
+            return lossy
+        ok = type_name == "number" or isinstance(value, int) or value.is_integer()
+    elif type_name == "object":
+        if isinstance(value, dict) and not is_json_dict(value):
+            return _NOT_LOSSLESS
+        ok = is_json_dict(value)
+    elif type_name == "array":
+        if isinstance(value, list) and not is_json_list(value):
+            return _NOT_LOSSLESS
+        ok = is_json_list(value)
+    else:
+        # Unreachable for asserted schemas; an unknown type accepts nothing.
+        ok = False
+    return None if ok else f"must be {type_noun(type_name)}"
+
+
+def _untyped_problem(value: Any) -> str | None:
+    """Why ``value`` is not a lossless JSON node (children are checked separately)."""
+    if value is None or isinstance(value, (str, bool)):
+        return None
+    if isinstance(value, (int, float)):
+        return number_problem(value)
+    if is_json_dict(value) or is_json_list(value):
+        return None
+    return _NOT_LOSSLESS
+
+
+def _run(schema: Any, value: Any, prefix: str, root_label: str) -> list[str]:
+    def show(path: Path) -> str:
+        return render_path(path, prefix) or root_label
+
+    out: list[str] = []
+    active: set[int] = set()
+    stack: list[_Task] = [("visit", schema, value, None, out)]
+    while stack:
+        task = stack.pop()
+        kind = task[0]
+        if kind == "note":
+            task[2].append(task[1])
+            continue
+        if kind == "leave":
+            active.discard(task[1])
+            continue
+        if kind == "oneOf":
+            _, branch_sinks, path, sink = task
+            matched = sum(1 for s in branch_sinks if not s)
+            if matched != 1:
+                sink.append(
+                    f'"{show(path)}" must match exactly one oneOf branch (matched {matched})'
+                )
+            continue
+
+        _, node, val, path, sink = task
+        if not isinstance(node, dict):
+            node = _ANY
+        if "oneOf" in node:
+            branches = node["oneOf"]
+            sinks: list[list[str]] = [[] for _ in branches]
+            stack.append(("oneOf", sinks, path, sink))
+            for branch, branch_sink in reversed(list(zip(branches, sinks, strict=True))):
+                stack.append(("visit", branch, val, path, branch_sink))
+            continue
+
+        type_name = node.get("type")
+        if isinstance(type_name, str):
+            problem = _type_problem(type_name, val)
+        else:
+            problem = _untyped_problem(val)
+        if problem is not None:
+            sink.append(f'"{show(path)}" {problem}')
+            continue
+
+        if "enum" in node and not any(json_scalar_equal(val, e) for e in node["enum"]):
+            sink.append(f'"{show(path)}" must be one of {dumps_compact(node["enum"])}')
+            continue
+        if "const" in node and not json_scalar_equal(val, node["const"]):
+            sink.append(f'"{show(path)}" must be {dumps_compact(node["const"])}')
+            continue
+
+        if is_json_dict(val) or is_json_list(val):
+            if id(val) in active or (
+                is_json_dict(val) and not all(isinstance(k, str) for k in val)
+            ):
+                sink.append(f'"{show(path)}" {_NOT_LOSSLESS}')
+                continue
+            active.add(id(val))
+            stack.append(("leave", id(val)))
+            children = (
+                _object_tasks(node, val, path, sink, show)
+                if is_json_dict(val)
+                else [
+                    ("visit", node.get("items", _ANY), item, index_path(path, i), sink)
+                    for i, item in enumerate(val)
+                ]
+            )
+            stack.extend(reversed(children))
+    return out
+
+
+def _object_tasks(
+    node: dict[str, Any], val: dict[str, Any], path: Path, sink: list[str], show: Any
+) -> list[_Task]:
+    """Tasks for one object, in report order: missing required names, then each key."""
+    tasks: list[_Task] = []
+    properties = node.get("properties") or _ANY
+    for name in node.get("required") or ():
+        if name not in val:
+            tasks.append(
+                ("note", f'missing required property "{show(key_path(path, name))}"', sink)
+            )
+    closed = node.get("additionalProperties") is False
+    for key, child in val.items():
+        sub = properties.get(key)
+        child_path = key_path(path, key)
+        if sub is not None:
+            tasks.append(("visit", sub, child, child_path, sink))
+        elif closed:
+            message = (
+                f'"{show(child_path)}" is not a declared property (additionalProperties: false)'
+            )
+            tasks.append(("note", message, sink))
+        else:
+            tasks.append(("visit", _ANY, child, child_path, sink))
+    return tasks
+
+
+def validate_json_schema_value(schema: Any, value: Any, path: str = "value") -> list[str]:
+    """Every violation of ``value`` against a supported ``schema``; ``[]`` when valid.
+
+    Paths start at ``path`` and join keys with ``.`` and indices with ``[i]``:
+    ``"value.tags[1]" must be a string``, ``missing required property "value.a.b"``.
+    The schema should have passed ``assert_supported_json_schema``.
+    """
+    return _run(schema, value, path, path or "value")
+
+
+def validate_args(parameters_schema: Any, args: Any) -> list[str]:
+    """Validate tool arguments against a compiled (raw) parameters schema.
+
+    Paths start empty, so nested keys appear bare (``"x" must be a number``,
+    ``missing required property "description"``) and only a root problem is labelled
+    ``arguments`` (``"arguments" must be an object``).
+    """
+    return _run(parameters_schema, args, "", "arguments")

@@ -1,0 +1,269 @@
+"""Session logs: the durable, append-only record of a scope's tool events.
+
+An event is a lossless JSON dict with a non-empty string ``"type"`` (``"tool/call"``,
+``"tool/result"``, ``"tool/code-dispatch-start"``, ``"tool/code-dispatch"``, ...) and the
+reference's camelCase fields. ``append`` returns the event's sequence number: **0 for the
+first event**, then 1, 2, ... in append order, as in the reference's session files. A
+``tool/result`` cites its ``tool/call`` by that number.
+
+Both logs store a detached, deep-frozen snapshot of each event, so a caller mutating its
+dict afterwards cannot rewrite history, and both return those frozen dicts from
+``events``. An invalid event raises ``TypeError``/``ValueError`` and nothing is written.
+
+``append`` never yields to the event loop: validation, the write and the sequence number
+happen in one synchronous step. That is what makes "append order" well defined when many
+tasks append at once (no await between taking a number and writing it), and a SQLite WAL
+append of one small row is fast enough to do on the loop. A lock also makes both logs safe
+to share between threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, runtime_checkable
+
+import msgspec
+
+from ._json import LosslessJsonError, snapshot
+
+__all__ = ["MemorySessionLog", "SessionLog", "SqliteSessionLog"]
+
+
+@runtime_checkable
+class SessionLog(Protocol):
+    """Where a scope's durable events go.
+
+    ``await append(event)`` validates and stores one event and returns its sequence
+    number (0-based, in append order). ``events`` is the list of stored events in append
+    order. ``close()`` releases resources; appending afterwards raises ``RuntimeError``.
+    """
+
+    async def append(self, event: dict[str, Any]) -> int:
+        """Store ``event`` and return its 0-based sequence number."""
+        ...
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every stored event, in append order."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; idempotent."""
+        ...
+
+
+def _validate(event: object) -> dict[str, Any]:
+    """A frozen snapshot of ``event``, or ``TypeError``/``ValueError`` saying what is wrong."""
+    if not isinstance(event, dict):
+        raise TypeError(f"session event must be a dict, got {type(event).__name__}")
+    try:
+        frozen: dict[str, Any] = snapshot(event, label="event")
+    except LosslessJsonError as exc:
+        raise TypeError(f"session event is not lossless JSON: {exc}") from exc
+    if "type" not in frozen:
+        raise ValueError('session event needs a "type" key')
+    kind = frozen["type"]
+    if not isinstance(kind, str):
+        raise TypeError(f'session event "type" must be a string, got {type(kind).__name__}')
+    if not kind:
+        raise ValueError('session event "type" must be a non-empty string')
+    return frozen
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+
+
+def _encode(event: dict[str, Any]) -> str:
+    try:
+        return _encoder.encode(event).decode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate is valid in a Python str (and a JS string) but not in UTF-8.
+        # JSON can still carry it as a \\uXXXX escape, as JS's JSON.stringify writes it,
+        # so the event is stored losslessly instead of being refused.
+        return json.dumps(event, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def _decode(body: str) -> Any:
+    try:
+        return _decoder.decode(body)
+    except msgspec.DecodeError:
+        # Rows written by the escape fallback above; msgspec rejects lone-surrogate escapes.
+        return json.loads(body)
+
+
+class MemorySessionLog:
+    """A session log kept in memory (tests, ephemeral agents)."""
+
+    def __init__(self) -> None:
+        self._events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<MemorySessionLog events={len(self._events)}{' closed' if self._closed else ''}>"
+
+    async def append(self, event: dict[str, Any]) -> int:
+        """Validate and store ``event``; return its 0-based sequence number."""
+        frozen = _validate(event)
+        # Encoding is only a check here, so a memory log accepts exactly what a SQLite
+        # log accepts.
+        _encode(frozen)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("session log is closed")
+            self._events.append(frozen)
+            return len(self._events) - 1
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every stored event (deep-frozen dicts), in append order. Readable after close."""
+        with self._lock:
+            return list(self._events)
+
+    def close(self) -> None:
+        """Refuse further appends; the stored events stay readable."""
+        with self._lock:
+            self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+_SCHEMA_VERSION = 1
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # Only when a transaction is still open: a failed COMMIT may already have ended it,
+    # and a second error here would hide the first.
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+class SqliteSessionLog:
+    """A session log in a SQLite file (WAL mode), readable again after a restart.
+
+    Each event is one row ``(seq, type, body)`` where ``body`` is the event's compact
+    camelCase JSON text. Opening an existing file continues its sequence. The sequence
+    number is taken inside the writing transaction, so two logs (or two processes) on the
+    same file still get distinct, gap-free numbers.
+
+    ``synchronous`` is SQLite's setting: ``"NORMAL"`` (the default) survives a process
+    crash, which is what WAL guarantees at that level; ``"FULL"`` also survives power
+    loss at the cost of an fsync per event. If another connection holds the write lock,
+    ``append`` waits up to 5 s (SQLite's busy timeout) on the calling thread; with one
+    writer per file, as the engine uses it, that never happens.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f'synchronous must be "NORMAL" or "FULL", got {synchronous!r}')
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        # isolation_level=None: no implicit transactions; each append runs its own
+        # BEGIN IMMEDIATE ... COMMIT. check_same_thread=False: the lock serialises use.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._setup(conn, synchronous)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+
+    @staticmethod
+    def _setup(conn: sqlite3.Connection, synchronous: str) -> None:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"could not enable WAL mode (journal_mode={mode})")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS events ("
+                    " seq INTEGER PRIMARY KEY,"
+                    " type TEXT NOT NULL,"
+                    " body TEXT NOT NULL)"
+                )
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            elif version != _SCHEMA_VERSION:
+                raise ValueError(
+                    f"unsupported session log format version {version} "
+                    f"(this build reads version {_SCHEMA_VERSION})"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def __repr__(self) -> str:
+        state = " closed" if self._conn is None else ""
+        return f"<SqliteSessionLog {self.path!r}{state}>"
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("session log is closed")
+        return self._conn
+
+    async def append(self, event: dict[str, Any]) -> int:
+        """Validate and durably store ``event``; return its 0-based sequence number."""
+        frozen = _validate(event)
+        body = _encode(frozen)
+        kind: str = frozen["type"]
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                (seq,) = conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM events").fetchone()
+                conn.execute(
+                    "INSERT INTO events (seq, type, body) VALUES (?, ?, ?)", (seq, kind, body)
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+        return int(seq)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every stored event (deep-frozen dicts) read back from the file, in append order."""
+        with self._lock:
+            rows = self._connection().execute("SELECT body FROM events ORDER BY seq").fetchall()
+        return [snapshot(_decode(body), label="event") for (body,) in rows]
+
+    def close(self) -> None:
+        """Close the database; idempotent. Appending or reading afterwards raises."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
