@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any, TypeAlias
 
-from ._json import FrozenDict, FrozenList, LosslessJsonError, dumps_compact, snapshot
+from ._json import FrozenDict, FrozenList, LosslessJsonError, dumps_compact, is_lossless, snapshot
 
 __all__ = [
     "ANNOTATIONS",
+    "At",
     "JSON_DICTS",
     "JSON_LISTS",
     "SCALAR_TYPES",
@@ -71,6 +72,30 @@ def render_path(path: Path, prefix: str) -> str:
         else:
             text = f"{text}.{segment}" if text else segment
     return text
+
+
+class At:
+    """A schema location rendered only when formatted into a violation message."""
+
+    __slots__ = ("path", "prefix")
+
+    def __init__(self, path: Path, prefix: str) -> None:
+        self.path = path
+        self.prefix = prefix
+
+    def __str__(self) -> str:
+        return render_path(self.path, self.prefix)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def key(self, key: str) -> At:
+        """The location of ``key`` inside this one."""
+        return At(key_path(self.path, key), self.prefix)
+
+    def index(self, index: int) -> At:
+        """The location of item ``index`` inside this one."""
+        return At(index_path(self.path, index), self.prefix)
 
 
 def is_json_dict(value: Any) -> bool:
@@ -137,12 +162,11 @@ def _scalar_matches(value: Any, type_name: str | None) -> bool:
     return type_name == "number"
 
 
-def _scalar_keyword_value_problem(value: Any, type_name: str | None, where: str) -> str | None:
+def _scalar_keyword_value_problem(value: Any, type_name: str | None, where: At) -> str | None:
     """Why one ``enum`` element or ``const`` value is unusable, or None."""
-    try:
-        snapshot(value, freeze=False, label=where)
-    except LosslessJsonError as exc:
-        return str(exc)
+    lossy = _lossless_problem(value, where)
+    if lossy is not None:
+        return lossy
     if type_name is None:
         if not _scalar_matches(value, None):
             return (
@@ -154,8 +178,19 @@ def _scalar_keyword_value_problem(value: Any, type_name: str | None, where: str)
     return None
 
 
+def _lossless_problem(value: Any, where: At) -> str | None:
+    # Check first, render the path only for the message: paths cost O(depth) to build.
+    if is_lossless(value):
+        return None
+    try:
+        snapshot(value, freeze=False, label=str(where))
+    except LosslessJsonError as exc:
+        return str(exc)
+    return None  # pragma: no cover - is_lossless and snapshot agree
+
+
 def check_scalar_keywords(
-    node: dict[str, Any], type_name: str | None, path: Path, prefix: str, out: list[str]
+    node: dict[str, Any], type_name: str | None, at: At, out: list[str]
 ) -> None:
     """Check ``enum``/``const`` of a node whose (valid or absent) type is ``type_name``.
 
@@ -165,19 +200,19 @@ def check_scalar_keywords(
     enum: list[Any] = []
     enum_ok = False
     if "enum" in node:
-        where = render_path(key_path(path, "enum"), prefix)
+        where = at.key("enum")
         if not is_json_list(node["enum"]) or not node["enum"]:
             out.append(f"{where}: must be a non-empty array")
         else:
             enum = node["enum"]
             problems = [
-                _scalar_keyword_value_problem(item, type_name, f"{where}[{i}]")
+                _scalar_keyword_value_problem(item, type_name, where.index(i))
                 for i, item in enumerate(enum)
             ]
             out.extend(p for p in problems if p is not None)
             enum_ok = all(p is None for p in problems)
     if "const" in node:
-        where = render_path(key_path(path, "const"), prefix)
+        where = at.key("const")
         problem = _scalar_keyword_value_problem(node["const"], type_name, where)
         if problem is not None:
             out.append(problem)
@@ -185,17 +220,16 @@ def check_scalar_keywords(
             out.append(f'{where}: {dumps_compact(node["const"])} is not one of the "enum" values')
 
 
-def check_annotations(node: dict[str, Any], path: Path, prefix: str, out: list[str]) -> None:
+def check_annotations(node: dict[str, Any], at: At, out: list[str]) -> None:
     """``description``/``title`` must be strings; ``default``/``examples`` lossless JSON."""
     for name in ("description", "title"):
         if name in node and not isinstance(node[name], str):
-            out.append(f"{render_path(key_path(path, name), prefix)}: must be a string")
+            out.append(f"{at.key(name)}: must be a string")
     for name in ("default", "examples"):
         if name in node:
-            try:
-                snapshot(node[name], freeze=False, label=render_path(key_path(path, name), prefix))
-            except LosslessJsonError as exc:
-                out.append(str(exc))
+            problem = _lossless_problem(node[name], at.key(name))
+            if problem is not None:
+                out.append(problem)
 
 
 def type_noun(type_name: str) -> str:

@@ -25,14 +25,11 @@ from ._json import snapshot
 from ._schema_common import (
     ANNOTATIONS,
     SCALAR_TYPES,
-    Path,
+    At,
     check_annotations,
     check_scalar_keywords,
-    index_path,
     is_json_dict,
     is_json_list,
-    key_path,
-    render_path,
 )
 from ._schema_subset import schema_violations
 
@@ -48,11 +45,11 @@ _ALLOWED: dict[str, frozenset[str]] = {
 }
 _KNOWN = frozenset().union(*_ALLOWED.values(), {"required"})
 
-# A pending spec: (spec, path, output dict to fill, may carry ``required: True``).
-_Task = tuple[Any, Path, dict[str, Any], bool]
+# A pending spec: (spec, location, output dict to fill, may carry ``required: True``).
+_Task = tuple[Any, At, dict[str, Any], bool]
 
 
-def _kind(spec: dict[str, Any], here: str, path: Path, prefix: str, out: list[str]) -> str | None:
+def _kind(spec: dict[str, Any], here: At, out: list[str]) -> str | None:
     """Which DSL form ``spec`` is ("string", ..., "json", "oneOf"), or None if unknowable."""
     has_type, has_one_of = "type" in spec, "oneOf" in spec
     if has_type and has_one_of:
@@ -68,113 +65,118 @@ def _kind(spec: dict[str, Any], here: str, path: Path, prefix: str, out: list[st
             out.append(f'{here}: must declare "type" or "oneOf"')
         return None
     type_value = spec["type"]
-    where = render_path(key_path(path, "type"), prefix)
     if isinstance(type_value, str) and type_value in _DSL_TYPES:
         return type_value
     if isinstance(type_value, (list, tuple)):
-        out.append(f"{where}: type arrays are not supported; use oneOf")
+        out.append(f"{here.key('type')}: type arrays are not supported; use oneOf")
     elif isinstance(type_value, str):
-        out.append(f'{where}: unsupported type "{type_value}"')
+        out.append(f'{here.key("type")}: unsupported type "{type_value}"')
     else:
-        out.append(f"{where}: must be a string")
+        out.append(f"{here.key('type')}: must be a string")
     return None
 
 
-def _check_required_flag(
-    spec: dict[str, Any], kind: str | None, here: str, as_property: bool, out: list[str]
+def _check_keys(
+    spec: dict[str, Any], kind: str | None, here: At, as_property: bool, out: list[str]
 ) -> None:
-    value = spec["required"]
-    if as_property and value is True:
-        return
-    if isinstance(value, (list, tuple)) and kind == "object":
-        out.append(
-            f'{here}.required: object-level "required" lists are not supported; '
-            'mark each property with "required": true'
-        )
-    elif as_property:
-        out.append(f"{here}.required: must be true (omit it for an optional property)")
-    else:
-        out.append(f'{here}.required: only allowed on an object property (as "required": true)')
-
-
-def _compile_node(
-    spec: Any, path: Path, prefix: str, target: dict[str, Any], as_property: bool, out: list[str]
-) -> list[_Task]:
-    """Check one spec, fill ``target`` with its compiled keys, return its child specs."""
-    here = render_path(path, prefix)
-    if not is_json_dict(spec):
-        out.append(f"{here}: value spec must be a JSON object")
-        return []
-    kind = _kind(spec, here, path, prefix, out)
     allowed = _ALLOWED.get(kind or "", _KNOWN)
     for key in spec:
         if not isinstance(key, str):
             out.append(f"{here}: key {key!r} is not a string")
         elif key == "required":
-            _check_required_flag(spec, kind, here, as_property, out)
+            _check_required_flag(spec["required"], kind, here.key("required"), as_property, out)
         elif key not in _KNOWN:
             out.append(f'{here}: unsupported keyword "{key}"')
         elif key not in allowed and not (key == "type" and kind == "oneOf"):
             form = '"oneOf"' if kind == "oneOf" else f'type "{kind}"'
             out.append(f'{here}: "{key}" is not allowed with {form}')
     if kind in SCALAR_TYPES:
-        check_scalar_keywords(spec, kind, path, prefix, out)
-    check_annotations(spec, path, prefix, out)
-    if kind == "object" and "additionalProperties" not in spec:
-        out.append(f'{here}: object specs must declare "additionalProperties": true or false')
-    if kind == "object" and "additionalProperties" in spec:
-        if not isinstance(spec["additionalProperties"], bool):
-            out.append(f"{here}.additionalProperties: must be true or false")
+        check_scalar_keywords(spec, kind, here, out)
+    check_annotations(spec, here, out)
+    if kind == "object":
+        if "additionalProperties" not in spec:
+            out.append(f'{here}: object specs must declare "additionalProperties": true or false')
+        elif not isinstance(spec["additionalProperties"], bool):
+            out.append(f"{here.key('additionalProperties')}: must be true or false")
 
+
+def _check_required_flag(
+    value: Any, kind: str | None, where: At, as_property: bool, out: list[str]
+) -> None:
+    if as_property and value is True:
+        return
+    if isinstance(value, (list, tuple)) and kind == "object":
+        out.append(
+            f'{where}: object-level "required" lists are not supported; '
+            'mark each property with "required": true'
+        )
+    elif as_property:
+        out.append(f"{where}: must be true (omit it for an optional property)")
+    else:
+        out.append(f'{where}: only allowed on an object property (as "required": true)')
+
+
+def _compile_node(
+    spec: Any, here: At, target: dict[str, Any], as_property: bool, out: list[str]
+) -> list[_Task]:
+    """Check one spec, fill ``target`` with its compiled keys, return its child specs."""
+    if not is_json_dict(spec):
+        out.append(f"{here}: value spec must be a JSON object")
+        return []
+    kind = _kind(spec, here, out)
+    _check_keys(spec, kind, here, as_property, out)
+    allowed = _ALLOWED.get(kind or "", _KNOWN)
     children: list[_Task] = []
     for key, value in spec.items():
         if key == "required" or (key == "type" and kind == "json") or key not in allowed:
             continue
         if key == "properties":
-            target[key] = _properties(value, key_path(path, key), prefix, children, out)
-            required = (
-                [n for n, s in value.items() if is_json_dict(s) and s.get("required") is True]
-                if is_json_dict(value)
-                else []
-            )
+            target[key] = _properties(value, here.key(key), children, out)
+            required = _required_names(value)
             if required:
                 target["required"] = required
         elif key == "items":
             target[key] = {}
-            children.append((value, key_path(path, key), target[key], False))
+            children.append((value, here.key(key), target[key], False))
         elif key == "oneOf":
-            where = key_path(path, key)
+            where = here.key(key)
             if not is_json_list(value) or len(value) < 2:
-                out.append(
-                    f"{render_path(where, prefix)}: must be an array of at least 2 value specs"
-                )
+                out.append(f"{where}: must be an array of at least 2 value specs")
             branches = list(value) if is_json_list(value) else []
             target[key] = [{} for _ in branches]
             children.extend(
-                (b, index_path(where, i), target[key][i], False) for i, b in enumerate(branches)
+                (b, where.index(i), target[key][i], False) for i, b in enumerate(branches)
             )
         else:
             target[key] = value
     return children
 
 
-def _properties(
-    value: Any, path: Path, prefix: str, children: list[_Task], out: list[str]
-) -> dict[str, Any]:
+def _required_names(properties: Any) -> list[str]:
+    if not is_json_dict(properties):
+        return []
+    return [
+        name
+        for name, sub in properties.items()
+        if isinstance(name, str) and is_json_dict(sub) and sub.get("required") is True
+    ]
+
+
+def _properties(value: Any, at: At, children: list[_Task], out: list[str]) -> dict[str, Any]:
     compiled: dict[str, Any] = {}
     if not is_json_dict(value):
-        out.append(f"{render_path(path, prefix)}: must be an object of property specs")
+        out.append(f"{at}: must be an object of property specs")
         return compiled
     for name, sub in value.items():
         if not isinstance(name, str):
-            out.append(f"{render_path(path, prefix)}: key {name!r} is not a string")
+            out.append(f"{at}: key {name!r} is not a string")
             continue
         compiled[name] = {}
-        children.append((sub, key_path(path, name), compiled[name], True))
+        children.append((sub, at.key(name), compiled[name], True))
     return compiled
 
 
-def _compile(roots: list[_Task], prefix: str, out: list[str]) -> None:
+def _compile(roots: list[_Task], out: list[str]) -> None:
     active: set[int] = set()
     stack: list[_Task | int] = list(reversed(roots))
     while stack:
@@ -182,11 +184,11 @@ def _compile(roots: list[_Task], prefix: str, out: list[str]) -> None:
         if isinstance(item, int):
             active.discard(item)
             continue
-        spec, path, target, as_property = item
+        spec, here, target, as_property = item
         if id(spec) in active:
-            out.append(f"{render_path(path, prefix)}: cycle detected")
+            out.append(f"{here}: cycle detected")
             continue
-        children = _compile_node(spec, path, prefix, target, as_property, out)
+        children = _compile_node(spec, here, target, as_property, out)
         if is_json_dict(spec):
             active.add(id(spec))
             stack.append(id(spec))
@@ -212,7 +214,7 @@ def value_schema_spec_to_json_schema(spec: Any, *, label: str = "schema") -> dic
     """
     out: list[str] = []
     compiled: dict[str, Any] = {}
-    _compile([(spec, None, compiled, False)], label, out)
+    _compile([(spec, At(None, label), compiled, False)], out)
     return _finish(compiled, out, label)
 
 
@@ -237,9 +239,9 @@ def parameter_schema_spec_to_json_schema(
                 out.append(f"{label}: key {name!r} is not a string")
                 continue
             properties[name] = {}
-            roots.append((sub, key_path(None, name), properties[name], True))
-        required = [n for n, s in spec_map.items() if is_json_dict(s) and s.get("required") is True]
+            roots.append((sub, At(None, label).key(name), properties[name], True))
+        required = _required_names(spec_map)
         if required:
             compiled["required"] = required
-    _compile(roots, label, out)
+    _compile(roots, out)
     return _finish(compiled, out, label)

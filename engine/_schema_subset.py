@@ -23,14 +23,11 @@ from ._schema_common import (
     SCALAR_TYPES,
     SUBSET_KEYWORDS,
     TYPES,
-    Path,
+    At,
     check_annotations,
     check_scalar_keywords,
-    index_path,
     is_json_dict,
     is_json_list,
-    key_path,
-    render_path,
 )
 
 __all__ = [
@@ -44,12 +41,12 @@ _OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
 _CONSTRAINTS = ("type", *_OBJECT_KEYWORDS, "items", "enum", "const")
 
 
-def _check_type(node: dict[str, Any], where: str, out: list[str]) -> str | None:
+def _check_type(node: dict[str, Any], where: At, out: list[str]) -> str | None:
     """Validate ``type``; return the type name when it is usable, else None."""
     value = node["type"]
     if isinstance(value, str) and value in TYPES:
         return value
-    if is_json_list(value) or isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)):
         out.append(f"{where}: type arrays are not supported; use oneOf")
     elif isinstance(value, str):
         out.append(f'{where}: unsupported type "{value}"')
@@ -58,12 +55,9 @@ def _check_type(node: dict[str, Any], where: str, out: list[str]) -> str | None:
     return None
 
 
-def _check_node(
-    node: dict[str, Any], path: Path, prefix: str, out: list[str]
-) -> list[tuple[Any, Path]]:
-    """Report this node's own violations; return its child schemas with their paths."""
-    here = render_path(path, prefix)
-    children: list[tuple[Any, Path]] = []
+def _check_node(node: dict[str, Any], here: At, out: list[str]) -> list[tuple[Any, At]]:
+    """Report this node's own violations; return its child schemas with their locations."""
+    children: list[tuple[Any, At]] = []
     for key in node:
         if not isinstance(key, str):
             out.append(f"{here}: key {key!r} is not a string")
@@ -73,7 +67,7 @@ def _check_node(
     type_name: str | None = None
     type_valid = True
     if "type" in node:
-        type_name = _check_type(node, render_path(key_path(path, "type"), prefix), out)
+        type_name = _check_type(node, here.key("type"), out)
         type_valid = type_name is not None
 
     if "oneOf" in node:
@@ -81,103 +75,95 @@ def _check_node(
             if other in node:
                 out.append(f'{here}: "oneOf" cannot be combined with "{other}"')
         branches = node["oneOf"]
-        where = key_path(path, "oneOf")
+        where = here.key("oneOf")
         if not is_json_list(branches) or len(branches) < 2:
-            out.append(f"{render_path(where, prefix)}: must be an array of at least 2 schemas")
+            out.append(f"{where}: must be an array of at least 2 schemas")
         if is_json_list(branches):
-            children.extend((b, index_path(where, i)) for i, b in enumerate(branches))
+            children.extend((b, where.index(i)) for i, b in enumerate(branches))
 
     # With an invalid ``type`` the intended type is unknown, so placement is not judged.
     if type_valid:
         for keyword in _OBJECT_KEYWORDS:
             if keyword in node and type_name != "object":
-                out.append(
-                    f'{render_path(key_path(path, keyword), prefix)}: only allowed with type "object"'
-                )
+                out.append(f'{here.key(keyword)}: only allowed with type "object"')
         if "items" in node and type_name != "array":
-            out.append(
-                f'{render_path(key_path(path, "items"), prefix)}: only allowed with type "array"'
-            )
+            out.append(f'{here.key("items")}: only allowed with type "array"')
         for keyword in ("enum", "const"):
             if keyword in node and type_name not in (None, *SCALAR_TYPES):
                 out.append(
-                    f"{render_path(key_path(path, keyword), prefix)}: only allowed with a scalar "
-                    "type (string, number, integer, boolean, null) or no type"
+                    f"{here.key(keyword)}: only allowed with a scalar type "
+                    "(string, number, integer, boolean, null) or no type"
                 )
         if type_name in (None, *SCALAR_TYPES):
-            check_scalar_keywords(node, type_name, path, prefix, out)
+            check_scalar_keywords(node, type_name, here, out)
     else:
-        check_scalar_keywords(node, None, path, prefix, out)
+        check_scalar_keywords(node, None, here, out)
 
     properties: Any = node.get("properties")
     declared: dict[str, Any] = {}
     if "properties" in node:
-        props_path = key_path(path, "properties")
+        where = here.key("properties")
         if not is_json_dict(properties):
-            out.append(f"{render_path(props_path, prefix)}: must be an object")
+            out.append(f"{where}: must be an object")
         else:
             declared = properties
             for name, sub in properties.items():
                 if not isinstance(name, str):
-                    out.append(f"{render_path(props_path, prefix)}: key {name!r} is not a string")
+                    out.append(f"{where}: key {name!r} is not a string")
                 else:
-                    children.append((sub, key_path(props_path, name)))
+                    children.append((sub, where.key(name)))
 
     if "required" in node:
-        _check_required(node["required"], declared, key_path(path, "required"), prefix, out)
+        _check_required(node["required"], declared, here.key("required"), out)
 
     if "additionalProperties" in node and not isinstance(node["additionalProperties"], bool):
-        where_ap = render_path(key_path(path, "additionalProperties"), prefix)
-        out.append(f"{where_ap}: must be a boolean")
+        out.append(f"{here.key('additionalProperties')}: must be a boolean")
 
     if "items" in node:
-        children.append((node["items"], key_path(path, "items")))
+        children.append((node["items"], here.key("items")))
 
-    check_annotations(node, path, prefix, out)
+    check_annotations(node, here, out)
     return children
 
 
-def _check_required(
-    required: Any, declared: dict[str, Any], path: Path, prefix: str, out: list[str]
-) -> None:
+def _check_required(required: Any, declared: dict[str, Any], at: At, out: list[str]) -> None:
     if not is_json_list(required):
-        out.append(f"{render_path(path, prefix)}: must be an array of property names")
+        out.append(f"{at}: must be an array of property names")
         return
     seen: set[str] = set()
     for i, name in enumerate(required):
-        where = render_path(index_path(path, i), prefix)
         if not isinstance(name, str):
-            out.append(f"{where}: must be a string")
-        elif name in seen:
-            out.append(f'{where}: duplicate property name "{name}"')
+            out.append(f"{at.index(i)}: must be a string")
+            continue
+        if name in seen:
+            out.append(f'{at.index(i)}: duplicate property name "{name}"')
         elif name not in declared:
-            out.append(f'{where}: "{name}" is not a declared property')
-        if isinstance(name, str):
-            seen.add(name)
+            out.append(f'{at.index(i)}: "{name}" is not a declared property')
+        seen.add(name)
 
 
 def schema_violations(schema: Any, *, label: str = "schema") -> list[str]:
     """Every reason ``schema`` is outside the supported subset, in document order."""
     out: list[str] = []
     active: set[int] = set()
-    # Work items: (node, path) to visit, or an int id leaving the active ancestor set.
-    stack: list[tuple[Any, Path] | int] = [(schema, None)]
+    # Work items: (node, location) to visit, or an int id leaving the ancestor set.
+    stack: list[tuple[Any, At] | int] = [(schema, At(None, label))]
     while stack:
         item = stack.pop()
         if isinstance(item, int):
             active.discard(item)
             continue
-        node, path = item
+        node, here = item
         if not is_json_dict(node):
             hint = " (boolean schemas are not supported)" if isinstance(node, bool) else ""
-            out.append(f"{render_path(path, label)}: schema must be a JSON object{hint}")
+            out.append(f"{here}: schema must be a JSON object{hint}")
             continue
         if id(node) in active:
-            out.append(f"{render_path(path, label)}: cycle detected")
+            out.append(f"{here}: cycle detected")
             continue
         active.add(id(node))
         stack.append(id(node))
-        stack.extend(reversed(_check_node(node, path, label, out)))
+        stack.extend(reversed(_check_node(node, here, out)))
     return out
 
 

@@ -23,7 +23,7 @@ from ._errors import BindingCallError
 from ._json import LosslessJsonError, snapshot
 from ._signals import reason_text
 
-__all__ = ["NO_VALUE", "InProcessRuntime", "ProgramFn", "ToolCallError"]
+__all__ = ["InProcessRuntime", "NO_VALUE", "ProgramFn", "ToolCallError"]
 
 NO_VALUE: Any = msgspec.UNSET
 ProgramFn = Callable[[Any, Callable[..., None]], Awaitable[Any]]

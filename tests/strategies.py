@@ -46,7 +46,9 @@ def json_values(max_leaves: int = 20) -> st.SearchStrategy[Any]:
     """Any lossless JSON value (plain ``dict``/``list`` containers)."""
     return st.recursive(
         json_scalars(),
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(_keys, children, max_size=4),
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(_keys, children, max_size=4)
+        ),
         max_leaves=max_leaves,
     )
 
@@ -58,8 +60,10 @@ def lossy_values() -> st.SearchStrategy[Any]:
     ) | st.builds(lambda: {1: "int key"})
     return st.recursive(
         leaf,
-        lambda children: st.lists(children, min_size=1, max_size=3).map(lambda xs: [*xs])
-        | st.dictionaries(_keys, children, min_size=1, max_size=3),
+        lambda children: (
+            st.lists(children, min_size=1, max_size=3).map(lambda xs: [*xs])
+            | st.dictionaries(_keys, children, min_size=1, max_size=3)
+        ),
         max_leaves=5,
     )
 
@@ -198,6 +202,8 @@ def values_for(draw: st.DrawFn, schema: dict[str, Any]) -> Any:
         if name in required or draw(st.booleans()):
             out[name] = draw(values_for(sub))
     if schema.get("additionalProperties") is not False:
-        extra = draw(st.dictionaries(_keys.filter(lambda k: k not in props), json_values(4), max_size=2))
+        extra = draw(
+            st.dictionaries(_keys.filter(lambda k: k not in props), json_values(4), max_size=2)
+        )
         out.update(extra)
     return out

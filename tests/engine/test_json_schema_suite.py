@@ -26,7 +26,16 @@ from engine.schema import assert_supported_json_schema, validate_json_schema_val
 # ``../shared`` beside the project root (see shared/README.md).
 SUITE = Path(__file__).resolve().parents[3] / "shared" / "json-schema-test-suite" / "draft2020-12"
 
-_SUBSET = {"type", "oneOf", "properties", "required", "additionalProperties", "items", "enum", "const"}
+_SUBSET = {
+    "type",
+    "oneOf",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+}
 _ANNOTATIONS = {"description", "title", "default", "examples"}
 _TYPES = {"string", "number", "integer", "boolean", "null", "array", "object"}
 _HARNESS_STRIPPED = ("$schema", "$comment")
@@ -80,7 +89,9 @@ def _outside_subset(schema: Any) -> str | None:
             pending.append(node["items"])
         if type_name in ("object", "array") and {"enum", "const"} & set(node):
             return "enum/const need a scalar type"
-        if "enum" in node and not (node["enum"] and all(_matches(v, type_name) for v in node["enum"])):
+        if "enum" in node and not (
+            node["enum"] and all(_matches(v, type_name) for v in node["enum"])
+        ):
             return "enum must be a non-empty list of matching scalars"
         if "const" in node and not _matches(node["const"], type_name):
             return "const must be a matching scalar"
@@ -95,7 +106,9 @@ def _groups() -> list[Any]:
             schema = group["schema"]
             if isinstance(schema, dict):
                 schema = {k: v for k, v in schema.items() if k not in _HARNESS_STRIPPED}
-            params.append(pytest.param(file.stem, group, schema, id=f"{file.stem}: {group['description']}"))
+            params.append(
+                pytest.param(file.stem, group, schema, id=f"{file.stem}: {group['description']}")
+            )
     return params
 
 

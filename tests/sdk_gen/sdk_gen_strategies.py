@@ -44,9 +44,7 @@ _TRICKY = st.sampled_from(
         "1",
     ]
 )
-tricky_text = st.lists(
-    st.one_of(_TRICKY, st.text(max_size=4)), max_size=6
-).map("".join)
+tricky_text = st.lists(st.one_of(_TRICKY, st.text(max_size=4)), max_size=6).map("".join)
 
 names = st.one_of(
     st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True),
@@ -58,7 +56,9 @@ _SCALAR_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "string": tricky_text,
     "number": st.one_of(
         st.integers(-(2**70), 2**70),
-        st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != 0 or str(f) == "0.0"),
+        st.floats(allow_nan=False, allow_infinity=False).filter(
+            lambda f: f != 0 or str(f) == "0.0"
+        ),
     ),
     "integer": st.integers(-(2**70), 2**70),
     "boolean": st.booleans(),
@@ -80,7 +80,9 @@ def _scalar_schema(draw: st.DrawFn) -> dict[str, Any]:
     return node
 
 
-def _with_description(node_strategy: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+def _with_description(
+    node_strategy: st.SearchStrategy[dict[str, Any]],
+) -> st.SearchStrategy[dict[str, Any]]:
     return st.tuples(node_strategy, st.none() | tricky_text).map(
         lambda pair: pair[0] if pair[1] is None else {**pair[0], "description": pair[1]}
     )
@@ -97,7 +99,8 @@ def _extend(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[di
     def objects(draw: st.DrawFn) -> dict[str, Any]:
         properties = draw(st.dictionaries(names, children, max_size=4))
         node: dict[str, Any] = {"type": "object", "properties": properties}
-        if properties and draw(st.booleans()):
+        wants_required = draw(st.booleans())
+        if properties and wants_required:
             node["required"] = draw(st.lists(st.sampled_from(sorted(properties)), unique=True))
         openness = draw(st.sampled_from([None, True, False]))
         if openness is not None:
@@ -125,8 +128,20 @@ json_values: st.SearchStrategy[Any] = st.recursive(
         st.lists(children, max_size=4),
         st.dictionaries(
             st.sampled_from(
-                ["type", "oneOf", "properties", "required", "additionalProperties", "items",
-                 "enum", "const", "description", "title", "default", "minimum"]
+                [
+                    "type",
+                    "oneOf",
+                    "properties",
+                    "required",
+                    "additionalProperties",
+                    "items",
+                    "enum",
+                    "const",
+                    "description",
+                    "title",
+                    "default",
+                    "minimum",
+                ]
             )
             | tricky_text,
             children,

@@ -34,7 +34,11 @@ def test_package_is_pure_stdlib() -> None:
             if isinstance(node, ast.ImportFrom) and node.level > 0:
                 continue
             if isinstance(node, ast.Import | ast.ImportFrom):
-                modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                modules = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                )
                 for module in modules:
                     assert module.split(".")[0] in sys.stdlib_module_names, (source.name, module)
 
@@ -76,8 +80,15 @@ def test_sdk_tool_is_a_frozen_dataclass_with_defaults() -> None:
 @pytest.mark.parametrize("language", SDK_LANGUAGES)
 def test_duck_typed_objects_and_mappings_render_like_sdk_tools(language: str) -> None:
     as_tool = SdkTool("t", "Doc.", SCHEMA, {"type": "string"})
-    as_object = SimpleNamespace(name="t", description="Doc.", parameters=SCHEMA, output_schema={"type": "string"})
-    as_mapping = {"name": "t", "description": "Doc.", "parameters": SCHEMA, "output_schema": {"type": "string"}}
+    as_object = SimpleNamespace(
+        name="t", description="Doc.", parameters=SCHEMA, output_schema={"type": "string"}
+    )
+    as_mapping = {
+        "name": "t",
+        "description": "Doc.",
+        "parameters": SCHEMA,
+        "output_schema": {"type": "string"},
+    }
     expected = render_sdk([as_tool], language)
     assert render_sdk([as_object], language) == expected
     assert render_sdk([as_mapping], language) == expected
@@ -87,20 +98,22 @@ def test_duck_typed_objects_and_mappings_render_like_sdk_tools(language: str) ->
 @pytest.mark.parametrize("language", SDK_LANGUAGES)
 def test_missing_or_non_string_description_is_undocumented(language: str) -> None:
     expected = render_sdk([SdkTool("t", "", SCHEMA, {})], language)
-    assert render_sdk([{"name": "t", "parameters": SCHEMA, "output_schema": {}}], language) == expected
+    assert (
+        render_sdk([{"name": "t", "parameters": SCHEMA, "output_schema": {}}], language) == expected
+    )
     assert render_sdk([SdkTool("t", None, SCHEMA, {})], language) == expected  # type: ignore[arg-type]
     assert render_sdk([SdkTool("t", 42, SCHEMA, {})], language) == expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("language", SDK_LANGUAGES)
 def test_duplicate_names_are_rejected(language: str) -> None:
-    with pytest.raises(ValueError, match='^duplicate tool name "a" in the SDK tool set$'):
+    with pytest.raises(ValueError, match=r'^duplicate tool name "a" in the SDK tool set$'):
         render_sdk([SdkTool("a"), SdkTool("b"), SdkTool("a")], language)
 
 
 @pytest.mark.parametrize("tool", [SimpleNamespace(description="x"), {"name": 3}, object()])
 def test_a_tool_needs_a_string_name(tool: object) -> None:
-    with pytest.raises(TypeError, match="^SDK tool name must be a string"):
+    with pytest.raises(TypeError, match=r"^SDK tool name must be a string"):
         render_sdk([tool], "python")
 
 
@@ -117,8 +130,11 @@ def test_frozen_mapping_types_are_accepted(language: str) -> None:
     from types import MappingProxyType
 
     frozen = MappingProxyType(
-        {"type": "object", "properties": MappingProxyType({"a": MappingProxyType({"type": "string"})}),
-         "required": ("a",)}
+        {
+            "type": "object",
+            "properties": MappingProxyType({"a": MappingProxyType({"type": "string"})}),
+            "required": ("a",),
+        }
     )
     plain = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
     assert render_sdk([SdkTool("t", "", frozen, frozen)], language) == render_sdk(

@@ -27,10 +27,14 @@ def obj(
     required: tuple[str, ...] = (),
     closed: bool | None = None,
     doc: str | None = None,
+    fields: dict[str, Any] | None = None,
     **properties: Any,
 ) -> dict[str, Any]:
-    """An object schema; ``closed=None`` omits additionalProperties (open, like a root)."""
-    node: dict[str, Any] = {"type": "object", "properties": properties}
+    """An object schema; ``closed=None`` omits additionalProperties (open, like a root).
+
+    ``fields`` carries property names that are not valid keyword arguments.
+    """
+    node: dict[str, Any] = {"type": "object", "properties": {**(fields or {}), **properties}}
     if required:
         node["required"] = list(required)
     if closed is not None:
@@ -91,8 +95,18 @@ CATALOG: list[SdkTool] = [
             closed=True,
             target={
                 "oneOf": [
-                    obj(("kind", "path"), closed=True, kind={"type": "string", "const": "file"}, path=STRING),
-                    obj(("kind", "url"), closed=True, kind={"type": "string", "const": "url"}, url=STRING),
+                    obj(
+                        ("kind", "path"),
+                        closed=True,
+                        kind={"type": "string", "const": "file"},
+                        path=STRING,
+                    ),
+                    obj(
+                        ("kind", "url"),
+                        closed=True,
+                        kind={"type": "string", "const": "url"},
+                        url=STRING,
+                    ),
                 ]
             },
         ),
@@ -103,7 +117,12 @@ CATALOG: list[SdkTool] = [
                     ("ok", "error"),
                     closed=True,
                     ok={"type": "boolean", "const": False},
-                    error=obj(("message",), closed=True, message=STRING, code={"oneOf": [STRING, {"type": "null"}]}),
+                    error=obj(
+                        ("message",),
+                        closed=True,
+                        message=STRING,
+                        code={"oneOf": [STRING, {"type": "null"}]},
+                    ),
                 ),
             ]
         },
@@ -111,10 +130,16 @@ CATALOG: list[SdkTool] = [
     SdkTool(
         name="_private",
         description="Underscore-leading: subscript access only.",
-        parameters=obj(("my-field",), **{"my-field": STRING, "ok": INTEGER}),
+        parameters=obj(("my-field",), fields={"my-field": STRING, "ok": INTEGER}),
         output_schema={
             "type": "array",
-            "items": {"oneOf": [STRING, INTEGER, {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}}]},
+            "items": {
+                "oneOf": [
+                    STRING,
+                    INTEGER,
+                    {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}},
+                ]
+            },
         },
     ),
     SdkTool(
@@ -171,13 +196,14 @@ CATALOG: list[SdkTool] = [
     SdkTool(
         name="路径_tool",
         description="A Unicode identifier: a method in Python, quoted in TypeScript.",
-        parameters=obj(("路径",), 路径=STRING, ﬁeld=STRING),
+        parameters=obj(("路径",), 路径=STRING),
         output_schema=obj(("路径",), closed=True, 路径=STRING),
     ),
     SdkTool(
         name="ﬁle",
-        description="NFKC-unstable name: not a method.",
-        parameters=obj(name=STRING),
+        description="NFKC-unstable names: not a method, and not a TypedDict field.",
+        # Spelled through a dict: as a keyword argument Python would NFKC it to "field".
+        parameters=obj(fields={"\ufb01eld": STRING}),
         output_schema={"type": "boolean"},
     ),
     SdkTool(name="a_b", description="", parameters=obj(x=STRING), output_schema={"type": "null"}),
@@ -199,7 +225,10 @@ CATALOG: list[SdkTool] = [
                 ),
             ),
         ),
-        output_schema={"type": "array", "items": {"type": "array", "items": obj(("id",), closed=True, id=STRING)}},
+        output_schema={
+            "type": "array",
+            "items": {"type": "array", "items": obj(("id",), closed=True, id=STRING)},
+        },
     ),
 ]
 CASES = {"catalog": CATALOG, "empty": []}
@@ -213,7 +242,9 @@ def check_golden(name: str, text: str) -> None:
         path.write_bytes(expected)
         return
     assert path.exists(), f"{path} is missing; run with CODEMODE_UPDATE_GOLDEN=1"
-    assert path.read_bytes() == expected, f"{path} is stale; run with CODEMODE_UPDATE_GOLDEN=1 and review the diff"
+    assert path.read_bytes() == expected, (
+        f"{path} is stale; run with CODEMODE_UPDATE_GOLDEN=1 and review the diff"
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

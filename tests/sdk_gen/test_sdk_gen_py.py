@@ -56,8 +56,10 @@ def class_body(body: str, name: str) -> str:
         ({}, "Any"),
         ({"description": "x"}, "Any"),
         ({"type": "string", "const": "a"}, 'Literal["a"]'),
-        ({"type": "string", "enum": ["a", 'q"', "b\\s", "\n", "\x00", "\ud800"]},
-         'Literal["a", "q\\"", "b\\\\s", "\\n", "\\u0000", "\\ud800"]'),
+        (
+            {"type": "string", "enum": ["a", 'q"', "b\\s", "\n", "\x00", "\ud800"]},
+            'Literal["a", "q\\"", "b\\\\s", "\\n", "\\u0000", "\\ud800"]',
+        ),
         ({"type": "string", "enum": ["a", "b"], "const": "b"}, 'Literal["b"]'),
         ({"type": "boolean", "enum": [True, False]}, "Literal[True, False]"),
         ({"type": "integer", "const": 2**70}, "Literal[1180591620717411303424]"),
@@ -66,8 +68,10 @@ def class_body(body: str, name: str) -> str:
         ({"type": "number", "enum": [2.0, 2.5, 1.5e-7, -0.25]}, "Literal[2, 2.5, 1.5e-7, -0.25]"),
         ({"type": "array", "items": {"type": "string"}}, "list[str]"),
         ({"type": "array"}, "list[Any]"),
-        ({"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]}},
-         "list[str | None]"),
+        (
+            {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]}},
+            "list[str | None]",
+        ),
         ({"oneOf": [{"type": "integer"}, {"type": "array", "items": {}}]}, "int | list[Any]"),
         # Context-free: no declarations to name a TypedDict with.
         ({"type": "object", "properties": {"a": {"type": "string"}}}, "dict[str, Any]"),
@@ -162,7 +166,10 @@ def test_nested_objects_oneof_branches_and_array_items_are_named() -> None:
             "result": {
                 "oneOf": [
                     closed(kind={"type": "string", "const": "ok"}),
-                    closed(kind={"type": "string", "const": "err"}, error_info=closed(code={"type": "string"})),
+                    closed(
+                        kind={"type": "string", "const": "err"},
+                        error_info=closed(code={"type": "string"}),
+                    ),
                 ]
             },
             "rows": {"type": "array", "items": closed(n={"type": "integer"})},
@@ -187,14 +194,21 @@ def test_nested_objects_oneof_branches_and_array_items_are_named() -> None:
 
 
 def test_root_array_of_objects_takes_the_output_name() -> None:
-    body = render(SdkTool("job_list", "", {}, {"type": "array", "items": closed(id={"type": "string"})}))
+    body = render(
+        SdkTool("job_list", "", {}, {"type": "array", "items": closed(id={"type": "string"})})
+    )
     assert "-> list[JobListOutput]: ..." in body
     assert "class JobListOutput(TypedDict):\n    id: str" in body
 
 
 def test_closed_empty_object_is_an_empty_typeddict_and_open_empty_is_a_dict() -> None:
     body = render(
-        SdkTool("t", "", {"type": "object", "properties": {}}, {"type": "object", "additionalProperties": False})
+        SdkTool(
+            "t",
+            "",
+            {"type": "object", "properties": {}},
+            {"type": "object", "additionalProperties": False},
+        )
     )
     assert "class TOutput(TypedDict):\n    pass" in body
     assert "async def t(self, args: dict[str, Any]) -> TOutput: ..." in body
@@ -210,7 +224,9 @@ def test_objects_with_inexpressible_field_names_degrade(field: str) -> None:
     assert "TArgs" not in body
 
 
-@pytest.mark.parametrize("field", ["match", "case", "type", "_", "_private", "__dunder__", "路径", "Any"])
+@pytest.mark.parametrize(
+    "field", ["match", "case", "type", "_", "_private", "__dunder__", "路径", "Any"]
+)
 def test_soft_keywords_dunders_and_unicode_are_fields(field: str) -> None:
     body = render(SdkTool("t", "", {"type": "object", "properties": {field: {"type": "string"}}}))
     assert f"class TArgs(TypedDict):\n    {field}: NotRequired[str]\n" in body

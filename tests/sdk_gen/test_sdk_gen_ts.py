@@ -38,25 +38,33 @@ def fenced_ts(section: str) -> str:
         ({"type": "null", "const": None}, "null"),
         ({"type": "integer", "const": 2.0}, "2"),
         ({"type": "integer", "const": 2**70}, "1180591620717411303424"),
-        ({"type": "number", "enum": [1, 2.5, -0.5, 1e21, 1.5e-7, 1e20]},
-         "1 | 2.5 | -0.5 | 1e+21 | 1.5e-7 | 100000000000000000000"),
+        (
+            {"type": "number", "enum": [1, 2.5, -0.5, 1e21, 1.5e-7, 1e20]},
+            "1 | 2.5 | -0.5 | 1e+21 | 1.5e-7 | 100000000000000000000",
+        ),
         ({"type": "number", "const": 2.0**60}, "1152921504606847000"),
         ({"oneOf": [{"type": "string"}, {"type": "number"}]}, "string | number"),
         ({"type": "array", "items": {"type": "string"}}, "string[]"),
         ({"type": "array"}, "JsonValue[]"),
         ({"type": "array", "items": {}}, "JsonValue[]"),
         ({"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}, "number[][]"),
-        ({"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]}},
-         "(string | null)[]"),
+        (
+            {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "null"}]}},
+            "(string | null)[]",
+        ),
         ({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}, '("a" | "b")[]'),
         # The parenthesisation test is textual, as in the reference.
         ({"type": "array", "items": {"type": "string", "const": "a|b"}}, '("a|b")[]'),
         ({"type": "array", "items": {"type": "string", "const": "a&b"}}, '("a&b")[]'),
         ({"type": "object"}, "Record<string, JsonValue>"),
-        ({"type": "object", "properties": {}, "additionalProperties": True},
-         "Record<string, JsonValue>"),
-        ({"type": "object", "properties": {}, "additionalProperties": False},
-         "Record<string, never>"),
+        (
+            {"type": "object", "properties": {}, "additionalProperties": True},
+            "Record<string, JsonValue>",
+        ),
+        (
+            {"type": "object", "properties": {}, "additionalProperties": False},
+            "Record<string, never>",
+        ),
         ({"type": "object", "additionalProperties": False}, "Record<string, never>"),
     ],
 )
@@ -65,7 +73,10 @@ def test_type_mapping(schema: dict[str, Any], expected: str) -> None:
 
 
 def test_special_strings_are_json_stringified() -> None:
-    schema = {"type": "string", "enum": ['q"d', "back\\slash", "nl\n", "\x01", "\u2028", "\ud800", "é"]}
+    schema = {
+        "type": "string",
+        "enum": ['q"d', "back\\slash", "nl\n", "\x01", "\u2028", "\ud800", "é"],
+    }
     assert json_schema_to_ts(schema) == (
         '"q\\"d" | "back\\\\slash" | "nl\\n" | "\\u0001" | "\u2028" | "\\ud800" | "é"'
     )
@@ -108,7 +119,11 @@ def test_object_layout_indentation_and_docs() -> None:
 
 
 def test_indent_argument_shifts_members() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "additionalProperties": False,
+    }
     assert json_schema_to_ts(schema, 2) == "{\n      a?: string;\n    }"
 
 
@@ -137,7 +152,11 @@ def test_array_of_closed_objects_is_not_parenthesised() -> None:
     ],
 )
 def test_key_quoting(key: str, rendered: str) -> None:
-    schema = {"type": "object", "properties": {key: {"type": "string"}}, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {key: {"type": "string"}},
+        "additionalProperties": False,
+    }
     assert json_schema_to_ts(schema) == f"{{\n  {rendered}?: string;\n}}"
 
 
@@ -220,13 +239,20 @@ def test_unsupported_or_malformed_schemas_are_unknown(schema: Any) -> None:
 
 
 def test_one_bad_node_degrades_the_whole_tree() -> None:
-    schema = {"type": "object", "properties": {"good": {"type": "string"}, "bad": {"format": "uri"}}}
+    schema = {
+        "type": "object",
+        "properties": {"good": {"type": "string"}, "bad": {"format": "uri"}},
+    }
     assert json_schema_to_ts(schema) == "unknown"
 
 
 def test_shared_subschemas_are_not_cycles() -> None:
     shared = {"type": "string"}
-    schema = {"type": "object", "properties": {"a": shared, "b": shared}, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": shared, "b": shared},
+        "additionalProperties": False,
+    }
     assert json_schema_to_ts(schema) == "{\n  a?: string;\n  b?: string;\n}"
 
 
@@ -325,8 +351,11 @@ def test_tool_description_documents_the_args_entry_only() -> None:
         "t",
         "Tool doc.",
         {"type": "object", "properties": {"a": {"type": "string", "description": "arg doc"}}},
-        {"type": "object", "additionalProperties": False,
-         "properties": {"b": {"type": "string", "description": "out doc"}}},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"b": {"type": "string", "description": "out doc"}},
+        },
     )
     body = fenced_ts(render_sdk([tool], "typescript"))
     assert body.count("/** Tool doc. */") == 1

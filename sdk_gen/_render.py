@@ -1,0 +1,44 @@
+"""``render_sdk``: pick the flavour for a runtime language and render the section."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final
+
+from ._py import render_python
+from ._tool import ToolView, normalize_tools
+from ._ts import render_typescript
+
+__all__ = ["SDK_LANGUAGES", "render_sdk"]
+
+# Registration order is the order the error message lists the known languages in.
+_RENDERERS: Final[dict[str, Callable[[Sequence[ToolView]], str]]] = {
+    "typescript": render_typescript,
+    "python": render_python,
+}
+
+SDK_LANGUAGES: Final[tuple[str, ...]] = tuple(_RENDERERS)
+"""The runtime languages :func:`render_sdk` can render for."""
+
+
+def render_sdk(tools: Iterable[object], language: str) -> str:
+    """Render the whole ``tools:sdk`` prompt section for ``tools`` in ``language``.
+
+    ``tools`` holds :class:`SdkTool` values or anything with the same four attributes
+    (``name``, ``description``, ``parameters``, ``output_schema``), or mappings with
+    those keys. The result is the fixed usage instructions, a blank line, and one fenced
+    block (```` ```ts ```` or ```` ```python ````) with the declarations; it is
+    byte-identical for the same tool set whatever the input order, because tools are
+    sorted by name in UTF-16 code-unit order.
+
+    Raises ``ValueError`` for an unknown ``language`` or a repeated tool name, and
+    ``TypeError`` for a tool without a string name. Schemas never raise: one outside the
+    supported subset renders as ``unknown`` (TypeScript) or ``Any`` (Python).
+    """
+    renderer = _RENDERERS.get(language) if isinstance(language, str) else None
+    if renderer is None:
+        known = ", ".join(f'"{name}"' for name in SDK_LANGUAGES)
+        raise ValueError(
+            f'no SDK renderer registered for runtime language "{language}" (known: {known})'
+        )
+    return renderer(normalize_tools(tools))

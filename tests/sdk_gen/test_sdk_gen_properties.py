@@ -1,0 +1,72 @@
+"""Properties over generated tool sets: total, deterministic, always valid Python."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sdk_gen_strategies import any_schema, tool_sets, valid_schemas
+
+from sdk_gen import SDK_LANGUAGES, SdkTool, json_schema_to_py, json_schema_to_ts, render_sdk
+
+settings.register_profile("sdk_gen", deadline=None, max_examples=150)
+SDK_GEN = settings.get_profile("sdk_gen")
+
+
+@SDK_GEN
+@given(any_schema)
+def test_schema_conversion_is_total(schema: Any) -> None:
+    assert isinstance(json_schema_to_ts(schema), str)
+    assert isinstance(json_schema_to_py(schema), str)
+
+
+@SDK_GEN
+@given(valid_schemas)
+def test_valid_schemas_never_degrade_at_the_root(schema: dict[str, Any]) -> None:
+    assert json_schema_to_ts(schema) != "unknown"
+    # The Python type of a valid schema is Any only for an annotation-only node.
+    assert json_schema_to_py(schema) != "Any" or ("type" not in schema and "oneOf" not in schema)
+
+
+@SDK_GEN
+@given(tool_sets(), st.randoms(use_true_random=False), st.sampled_from(SDK_LANGUAGES))
+def test_output_is_byte_identical_across_calls_and_orders(
+    tools: list[SdkTool], random: Any, language: str
+) -> None:
+    expected = render_sdk(tools, language)
+    shuffled = list(tools)
+    random.shuffle(shuffled)
+    assert render_sdk(shuffled, language) == expected
+    assert render_sdk(tuple(tools), language) == expected
+
+
+@SDK_GEN
+@given(tool_sets())
+def test_python_block_always_parses(tools: list[SdkTool]) -> None:
+    section = render_sdk(tools, "python")
+    block = section.split("\n```python\n", 1)[1].removesuffix("\n```")
+    tree = ast.parse(block)
+    methods = [node.name for node in ast.walk(tree) if isinstance(node, ast.AsyncFunctionDef)]
+    # Every method is a real tool name, spelled exactly (no NFKC folding by the parser).
+    assert set(methods) <= {tool.name for tool in tools}
+    section.encode("utf-8")
+
+
+@SDK_GEN
+@given(tool_sets(valid_schemas))
+def test_typescript_section_is_utf8_and_lists_every_tool(tools: list[SdkTool]) -> None:
+    section = render_sdk(tools, "typescript")
+    section.encode("utf-8")
+    body = section.split("\n```ts\n", 1)[1]
+    assert body.endswith("\n```")
+    # One ToolOutputMap line per tool, each at one-level indentation.
+    output_map = body.split("interface ToolOutputMap {", 1)[1].split("\n\ntype ToolName", 1)[0]
+    top_level = [
+        line
+        for line in output_map.splitlines()
+        if line.startswith("  ") and not line.startswith("   ")
+    ]
+    keys = [line for line in top_level if not line.startswith("  }")]
+    assert len(keys) == len(tools)

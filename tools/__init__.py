@@ -1,0 +1,3 @@
+"""codemode first-party tools."""
+
+from __future__ import annotations

@@ -1,0 +1,59 @@
+"""The catalog entries this package implements, shipped as package data (``_catalog.json``).
+
+``_catalog.json`` is a verbatim copy of the reference catalog's entries (names, model-facing
+descriptions, input JSON schemas); a test keeps it equal to the shared spec. Each tool's
+``define_tool`` parameter spec is derived from the raw schema here, so the compiled
+``parameters`` reproduce the catalog byte for byte (key order included).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["catalog_entry", "parameter_spec"]
+
+
+@cache
+def _entries() -> dict[str, dict[str, Any]]:
+    # Next to this module (package data); a plain path works for wheels and editable installs.
+    raw = Path(__file__).with_name("_catalog.json").read_text(encoding="utf-8")
+    data = json.loads(raw)
+    return {entry["name"]: entry for entry in data["tools"]}
+
+
+def catalog_entry(name: str) -> dict[str, Any]:
+    """A fresh copy of ``{package, name, description, parameters}`` for tool ``name``."""
+    return copy.deepcopy(_entries()[name])
+
+
+def _to_spec(schema: dict[str, Any]) -> dict[str, Any]:
+    # Raw object schemas list required properties; the DSL marks each property instead.
+    required = set(schema.get("required", ()))
+    spec: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "required":
+            continue
+        if key == "properties":
+            props: dict[str, Any] = {}
+            for prop, prop_schema in value.items():
+                prop_spec = _to_spec(prop_schema)
+                if prop in required:
+                    prop_spec["required"] = True
+                props[prop] = prop_spec
+            spec[key] = props
+        elif key == "items":
+            spec[key] = _to_spec(value)
+        else:
+            spec[key] = copy.deepcopy(value)
+    return spec
+
+
+def parameter_spec(name: str) -> dict[str, Any]:
+    """The DSL ``parameters`` map whose compilation is the catalog schema of ``name``."""
+    root = _to_spec(_entries()[name]["parameters"])
+    props: dict[str, Any] = root.get("properties", {})
+    return props

@@ -1,0 +1,71 @@
+"""The resolved configuration every tool builder receives (see ``default_tools``)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ._paths import Workspace
+
+if TYPE_CHECKING:
+    from engine._spill_store import SpillStore
+
+    from ._fs_policy import FsObservationPolicy
+    from ._images import AttachmentStore
+    from ._jobs import JobManager
+
+__all__ = ["ToolsConfig", "runtime_dir"]
+
+
+def runtime_dir(label: str) -> str:
+    """A fresh, not yet created path for a runtime-owned directory outside any workspace."""
+    return os.path.join(tempfile.gettempdir(), f"codemode-{label}-{secrets.token_hex(6)}")
+
+
+def ensure_private_dir(path: str) -> str:
+    """Create ``path`` (mode 0o700) if needed and return it."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+@dataclass(kw_only=True)
+class ToolsConfig:
+    """Caps, services and directories shared by the tool builders."""
+
+    workspace: Workspace
+    spill_store: SpillStore
+    output_dir: str
+    fs_policy: FsObservationPolicy | None = None
+    jobs: JobManager | None = None
+    attachments: AttachmentStore | None = None
+    # read (tool-outputs.md §1)
+    read_limit: int = 2000
+    read_max_line_length: int = 2000
+    read_max_bytes: int = 51200
+    # glob/grep (§5, §6)
+    glob_max_results: int = 100
+    grep_max_matches: int = 250
+    grep_max_line_bytes: int = 2000
+    search_meta_max_bytes: int = 65536
+    raw_output_max_bytes: int = 20_000_000
+    stderr_max_bytes: int = 65536
+    search_timeout_ms: int = 30000
+    # str_replace_editor (§7)
+    editor_max_output_chars: int = 16000
+    # bash (§8)
+    bash_default_timeout_ms: int = 120_000
+    bash_max_timeout_ms: int = 600_000
+    bash_tail_bytes: int = 64_000
+    bash_spill_max_bytes: int = 64 * 1024 * 1024
+    env_prefix: str = "CODEMODE_"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    # todo_write (§10)
+    allow_parallel_in_progress: bool = True
+    # read_image (§4)
+    image_max_bytes: int = 5 * 1024 * 1024
+    image_max_side_px: int = 8000
+    accepted_image_types: tuple[str, ...] = ("image/png", "image/jpeg", "image/webp", "image/gif")
