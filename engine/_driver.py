@@ -18,6 +18,11 @@ Each loop iteration does one of:
 An exclusive call holds its barrier through its commit. After each commit the loop waits
 while more than the cap of log appends are pending (backpressure that never delays the
 value already delivered to the program).
+
+Bodies and settle-event appends run in worker tasks of the run's task group that are
+reused from one sub-call to the next (spawning a task per sub-call cost more than the
+rest of the driver's bookkeeping); there are never more body workers than bodies that
+overlapped, and the workers end when the run drains.
 """
 
 from __future__ import annotations
@@ -59,6 +64,55 @@ class CodeDispatchLog(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     is_error: bool
     content: Any
+
+
+class _Slot:
+    __slots__ = ("job", "ready")
+
+    def __init__(self) -> None:
+        self.job: Any = None
+        self.ready = anyio.Event()
+
+
+class _Workers:
+    """Long-lived tasks of ``tg`` running ``run(job)`` for each submitted job.
+
+    A job goes to an idle worker when there is one, otherwise to a new worker, so the
+    number of workers is the largest number of jobs that ran at once. ``close`` ends
+    idle workers and makes busy ones end after their job.
+    """
+
+    __slots__ = ("_closed", "_idle", "_run", "_tg")
+
+    def __init__(self, tg: TaskGroup, run: Callable[[Any], Awaitable[None]]) -> None:
+        self._tg = tg
+        self._run = run
+        self._idle: list[_Slot] = []
+        self._closed = False
+
+    def submit(self, job: Any) -> None:
+        if self._idle:
+            slot = self._idle.pop()
+            slot.job = job
+            slot.ready.set()
+        else:
+            self._tg.start_soon(self._work, job, name="run_code sub-dispatch worker")
+
+    async def _work(self, job: Any) -> None:
+        while job is not None:
+            await self._run(job)
+            if self._closed:
+                return
+            slot = _Slot()
+            self._idle.append(slot)
+            await slot.ready.wait()
+            job = slot.job
+
+    def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for slot in idle:
+            slot.ready.set()
 
 
 class _Entry:
@@ -111,10 +165,12 @@ class SubDispatchDriver:
         tg: TaskGroup,
     ) -> None:
         self._rt = runtime
+        self._pipeline = runtime._pipeline
         self._outer = outer
         self._signal = run_signal
-        self._tg = tg
         self._cap = runtime.max_parallel_sub_calls
+        self._bodies = _Workers(tg, self._body)
+        self._logs = _Workers(tg, self._log_settle)
         self._pending: deque[_Entry] = deque()
         self._commits: deque[_Entry] = deque()
         self._in_flight = 0
@@ -141,6 +197,10 @@ class SubDispatchDriver:
     def _ms(self, t: float | None) -> float | None:
         return None if t is None else round((t - self._t0) * 1000, 3)
 
+    def _over(self, name: str, what: str) -> BindingCallError:
+        reason = reason_text(self._signal.reason)
+        return BindingCallError(f"run_code run is over ({reason}); {name} {what}")
+
     # --------------------------------------------------------------- program side
 
     def binding(self, name: str) -> Callable[[Any], Awaitable[Any]]:
@@ -155,19 +215,21 @@ class SubDispatchDriver:
     async def submit(self, name: str, raw_args: Any) -> Any:
         """Queue one sub-call and wait for its committed outcome (value or raise)."""
         if self._signal.aborted:
-            raise BindingCallError(
-                f"run_code run is over ({reason_text(self._signal.reason)}); {name} not dispatched"
-            )
+            raise self._over(name, "not dispatched")
         if raw_args is msgspec.UNSET:
             raise BindingCallError(
                 "tool arguments must be lossless JSON (call the tool with an arguments object, "
                 "e.g. `{}`)"
             )
         try:
-            arguments = snapshot(raw_args, freeze=False)
-            log_arguments = snapshot(raw_args, freeze=False)
-        except (LosslessJsonError, RecursionError) as exc:
-            raise BindingCallError(f"tool arguments must be lossless JSON: {exc}") from None
+            # One deep-frozen snapshot serves both the dispatch and the log: nothing can
+            # mutate it (the pipeline materialises its own frozen copy for the tool, and
+            # the session log stores its own detached copy).
+            arguments = snapshot(raw_args)
+        except Exception as exc:  # lossy value, cycle, hostile container, deep recursion
+            raise BindingCallError(
+                f"tool arguments must be lossless JSON: {error_message(exc)}"
+            ) from None
         # Only a well-formed call consumes a sub-call number.
         self._counter += 1
         outer = self._outer
@@ -180,12 +242,16 @@ class SubDispatchDriver:
             parent=outer.token,
             signal=self._signal,
         )
-        entry = _Entry(name, arguments, log_arguments, input_)
+        entry = _Entry(name, arguments, arguments, input_)
         self._pending.append(entry)
         self._poke()
         await entry.done.wait()
         assert entry.outcome is not None
         ok, payload = entry.outcome
+        if entry.committed and self._signal.aborted:
+            # The run ended while this call was in flight (or before the program got
+            # back to it): a result from a run that is over is not handed out.
+            raise self._over(name, "result discarded")
         if ok:
             return payload
         raise payload
@@ -205,7 +271,7 @@ class SubDispatchDriver:
                     head = self._pending[0]
                     if self._signal.aborted:
                         self._pending.popleft()
-                        self._abandon(head)
+                        self._settle(head, False, self._over(head.name, "tool call abandoned"))
                         continue
                     if self._may_start(head):
                         self._pending.popleft()
@@ -214,8 +280,10 @@ class SubDispatchDriver:
                 if self._stopping and not self._pending and not self._commits:
                     break
                 await self._sleep()
+            self._bodies.close()
             while self._pending_logs:
                 await self._sleep()
+            self._logs.close()
         finally:
             self._finished.set()
 
@@ -233,14 +301,6 @@ class SubDispatchDriver:
         entry.exclusive = False
         return self._in_flight < self._cap
 
-    def _abandon(self, entry: _Entry) -> None:
-        reason = reason_text(self._signal.reason)
-        self._settle(
-            entry,
-            False,
-            BindingCallError(f"run_code run is over ({reason}); {entry.name} tool call abandoned"),
-        )
-
     @staticmethod
     def _settle(entry: _Entry, ok: bool, payload: Any) -> None:
         entry.outcome = (ok, payload)
@@ -252,22 +312,23 @@ class SubDispatchDriver:
         self._commits.append(entry)
         entry.started_at = time.perf_counter()
         entry.in_flight_at_start = self._in_flight
-        await self._append(
-            {
-                "type": "tool/code-dispatch-start",
-                "rootCallId": self._outer.root_call_id,
-                "parentCallId": self._outer.call_id,
-                "subCallId": entry.sub_call_id,
-                "name": entry.name,
-                "arguments": entry.log_arguments,
-                "timing": {
-                    "queuedMs": self._ms(entry.queued_at),
-                    "startedMs": self._ms(entry.started_at),
-                    "inFlight": self._in_flight,
-                },
-            }
-        )
-        prepared = await self._rt._pipeline.prepare(entry.input)
+        if self._session is not None:
+            await self._append(
+                {
+                    "type": "tool/code-dispatch-start",
+                    "rootCallId": self._outer.root_call_id,
+                    "parentCallId": self._outer.call_id,
+                    "subCallId": entry.sub_call_id,
+                    "name": entry.name,
+                    "arguments": entry.log_arguments,
+                    "timing": {
+                        "queuedMs": self._ms(entry.queued_at),
+                        "startedMs": self._ms(entry.started_at),
+                        "inFlight": self._in_flight,
+                    },
+                }
+            )
+        prepared = await self._pipeline.prepare(entry.input)
         entry.prepared = prepared
         if prepared.kind != "dispatch":
             assert prepared.result is not None
@@ -276,12 +337,12 @@ class SubDispatchDriver:
             return
         self._in_flight += 1
         self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
-        self._tg.start_soon(self._body, entry)
+        self._bodies.submit(entry)
 
     async def _body(self, entry: _Entry) -> None:
         assert entry.prepared is not None
         try:
-            entry.dispatched = await self._rt._pipeline.dispatch(entry.prepared.exec)
+            entry.dispatched = await self._pipeline.dispatch(entry.prepared.exec)
         finally:
             entry.settled_at = time.perf_counter()
             self._in_flight -= 1
@@ -289,7 +350,7 @@ class SubDispatchDriver:
 
     async def _commit(self, entry: _Entry) -> None:
         assert entry.prepared is not None and entry.dispatched is not None
-        pipeline = self._rt._pipeline
+        pipeline = self._pipeline
         kind, result = entry.dispatched
         exec_ = entry.prepared.exec
         if kind == "final":
@@ -300,14 +361,7 @@ class SubDispatchDriver:
             self._exclusive_active = False
         entry.committed = True
         self._forward(final)
-        if self._signal.aborted and self._stopping:
-            reason = reason_text(self._signal.reason)
-            self._settle(
-                entry,
-                False,
-                BindingCallError(f"run_code run is over ({reason}); {entry.name} result discarded"),
-            )
-        elif final.is_error:
+        if final.is_error:
             info = final.error.info
             self._settle(
                 entry, False, BindingCallError(final.error.message, info.code if info else None)
@@ -316,7 +370,7 @@ class SubDispatchDriver:
             self._settle(entry, True, final.value)
         if self._session is not None:
             self._pending_logs += 1
-            self._tg.start_soon(self._log_settle, entry, final, time.perf_counter())
+            self._logs.submit((entry, final, time.perf_counter()))
 
     def _forward(self, final: ToolExecutionResult) -> None:
         outer = self._outer
@@ -331,11 +385,9 @@ class SubDispatchDriver:
         if final.concludes_turn:
             outer.conclude_turn()
 
-    async def _log_settle(
-        self, entry: _Entry, final: ToolExecutionResult, committed: float
-    ) -> None:
+    async def _log_settle(self, job: tuple[_Entry, ToolExecutionResult, float]) -> None:
+        entry, final, committed = job
         try:
-            content: Any = final.content
             dispatch = CodeDispatchLog(
                 exec=self._outer,
                 agent=self._outer.agent,
@@ -352,7 +404,14 @@ class SubDispatchDriver:
                 content = await self._rt._hooks.waterfall(
                     "tools/code-dispatch-log", self._outer.agent, (dispatch,), keep
                 )
-                content = snapshot(list(content), freeze=False)
+                if content is not final.content:
+                    # A replacement must be a lossless block list; the finalised content
+                    # already is one.
+                    if not isinstance(content, (list, tuple)):
+                        raise TypeError(
+                            f"expected a list of content blocks, got {type(content).__name__}"
+                        )
+                    content = snapshot(list(content), freeze=False)
             except Exception as exc:
                 _log.warning(
                     "tools: code-dispatch-log listener failed for %s: %s; logging the original "
@@ -360,7 +419,7 @@ class SubDispatchDriver:
                     entry.name,
                     error_message(exc),
                 )
-                content = snapshot(list(final.content), freeze=False)
+                content = final.content
             await self._append(
                 {
                     "type": "tool/code-dispatch",

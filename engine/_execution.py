@@ -63,6 +63,13 @@ class ToolExecution:
     parent: object | None
     token: ExecutionToken
     signal: AbortSignal
+    _frozen: bool
+    _caller_signal: AbortSignal
+    _body_invoked: bool
+    _deferred: list[Mapping[str, Any]]
+    _concludes: bool
+    _finalizer: Callable[[Any, Any], Any] | None
+    _canonical: list[Any]
 
     def __init__(
         self,
@@ -111,7 +118,7 @@ class ToolExecution:
     @property
     def frozen(self) -> bool:
         """True once the registry has frozen the execution (before ``tools/result``)."""
-        return self._frozen
+        return bool(self._frozen)
 
     def _mark_canonical(self, result: ToolExecutionResult) -> ToolExecutionResult:
         self._canonical.append(result)

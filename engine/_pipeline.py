@@ -147,6 +147,9 @@ def _feedback_message(content: Sequence[Mapping[str, Any]]) -> str:
 
 def _materialize(result: ToolExecutionResult) -> ToolExecutionResult:
     """Snapshot + deep-freeze the durable projection of a result (raises on lossy data)."""
+    if not isinstance(result.content, (list, tuple)):
+        # ``list("abc")`` would silently become three "blocks"; content is a block list.
+        raise TypeError("tool result must be losslessly JSON-serializable")
     try:
         content = snapshot(list(result.content), label="content")
         meta = None if result.meta is None else snapshot(result.meta, label="meta")
@@ -232,6 +235,11 @@ class Pipeline:
             failure = error_result(
                 TypeError("tool execution arguments must be losslessly JSON-serializable")
             )
+        except Exception as exc:
+            # The reference's "a getter throws": reading a hostile value raised. The
+            # pipeline never raises for a call; the failure carries that message.
+            arguments = None
+            failure = error_result(exc)
         exec_ = ToolRunContext(
             call_id=input_.call_id,
             root_call_id=input_.root_call_id or input_.call_id,

@@ -14,6 +14,7 @@ objects are not lossless JSON values. Only an absent key is missing (``None`` is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ._json import dumps_compact
@@ -155,7 +156,11 @@ def _run(schema: Any, value: Any, prefix: str, root_label: str) -> list[str]:
 
 
 def _object_tasks(
-    node: dict[str, Any], val: dict[str, Any], path: Path, sink: list[str], show: Any
+    node: dict[str, Any],
+    val: dict[str, Any],
+    path: Path,
+    sink: list[str],
+    show: Callable[[Path], str],
 ) -> list[_Task]:
     """Tasks for one object, in report order: missing required names, then each key."""
     tasks: list[_Task] = []

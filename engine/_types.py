@@ -149,7 +149,7 @@ class ToolExecutionSuccess(msgspec.Struct, frozen=True, kw_only=True):
         if self.meta is not None:
             out["meta"] = self.meta
         if self.additional_contexts:
-            out["additionalContexts"] = self.additional_contexts
+            out["additionalContexts"] = list(self.additional_contexts)
         if self.concludes_turn:
             out["concludesTurn"] = True
         return out
@@ -175,7 +175,7 @@ class ToolExecutionFailure(msgspec.Struct, frozen=True, kw_only=True):
         if self.meta is not None:
             out["meta"] = self.meta
         if self.additional_contexts:
-            out["additionalContexts"] = self.additional_contexts
+            out["additionalContexts"] = list(self.additional_contexts)
         return out
 
 

@@ -72,6 +72,8 @@ class _State:
 
 def _scalar(value: object) -> str:
     """A validated ``const``/``enum`` scalar as Python literal text."""
+    if value is None:
+        return "None"
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, int):
@@ -105,13 +107,16 @@ def _render(node: Mapping[str, Any], name: str, depth: int, state: _State) -> st
             for index, branch in enumerate(node["oneOf"], start=1)
         )
     schema_type = node.get("type")
-    if schema_type is None:
-        state.typing.add("Any")
-        return "Any"
     if schema_type == "null":
         return "None"
     if schema_type in _BROAD:
         return _constrained(node, _BROAD[schema_type], state)
+    if schema_type is None:
+        # An untyped `enum`/`const` (accepted by our engine) still narrows to a Literal.
+        if "const" in node or "enum" in node:
+            return _constrained(node, "Any", state)
+        state.typing.add("Any")
+        return "Any"
     if schema_type == "array":
         if "items" not in node or depth >= MAX_LIST_NESTING:
             state.typing.add("Any")

@@ -10,7 +10,10 @@ Subset (reference §2.4): keywords ``type`` (one string), ``oneOf`` (at least tw
 ``properties``, ``required`` (declared names only), ``additionalProperties`` (boolean),
 ``items``, ``enum`` (non-empty, type-matching scalars), ``const`` (type-matching, inside
 ``enum`` when both are present), plus the annotations ``description``/``title`` (strings)
-and ``default``/``examples`` (lossless JSON). Keywords must sit on the type they belong to.
+and ``default``/``examples`` (lossless JSON). Keywords must sit on the type they belong to;
+``oneOf`` stands alone. One extension follows our engine's validator rather than the
+reference: ``enum``/``const`` without a ``type`` (scalars of any type) are accepted, so a
+schema the engine registers never renders as ``unknown``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ _CONSTRAINTS: Final = frozenset(
 _ANNOTATIONS: Final = frozenset({"description", "title", "default", "examples"})
 _SCALAR_TYPES: Final = frozenset({"string", "number", "integer", "boolean", "null"})
 _TYPES: Final = _SCALAR_TYPES | {"object", "array"}
+_MAX_INT_BITS: Final = 14_000  # about 4,200 decimal digits
 # Keywords that only make sense under a `type` (and so are invalid beside `oneOf` or on an
 # annotation-only node), with the types each one may appear on.
 _TYPED_KEYWORDS: Final[Mapping[str, frozenset[str]]] = {
@@ -54,23 +58,37 @@ def _is_json_number(value: object) -> bool:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
-        return True
+        # CPython refuses to print ints past 4300 digits by default, so a larger one
+        # could be neither serialised nor rendered: treat it as outside the subset.
+        return value.bit_length() <= _MAX_INT_BITS
     if isinstance(value, float):
         return math.isfinite(value) and not (value == 0 and math.copysign(1.0, value) < 0)
     return False
 
 
-def _scalar_matches(schema_type: str, value: object) -> bool:
+def _scalar_matches(schema_type: str | None, value: object) -> bool:
+    """Whether ``value`` is a JSON scalar of ``schema_type`` (None: any scalar type)."""
+    if schema_type is None:
+        return value is None or isinstance(value, bool | str) or _is_json_number(value)
     if schema_type == "string":
         return isinstance(value, str)
     if schema_type == "number":
         return _is_json_number(value)
     if schema_type == "integer":
         # JSON has one number type: `2.0` is an integer exactly as `Number.isInteger(2.0)`.
-        return _is_json_number(value) and (isinstance(value, int) or float(value).is_integer())  # type: ignore[arg-type]
+        if isinstance(value, float):
+            return _is_json_number(value) and value.is_integer()
+        return _is_json_number(value)
     if schema_type == "boolean":
         return isinstance(value, bool)
     return value is None  # "null"
+
+
+def _scalar_equal(left: object, right: object) -> bool:
+    """JSON equality of two scalars: ``1 == 1.0`` but ``True != 1``."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    return left == right
 
 
 def _is_lossless_json(root: object) -> bool:
@@ -86,15 +104,17 @@ def _is_lossless_json(root: object) -> bool:
             continue
         if isinstance(value, float | int):
             return False  # NaN, infinities, -0.0
-        if _is_json_array(value) or is_schema_record(value):
-            if id(value) in on_path:
-                return False
-            on_path.add(id(value))
-            stack.append((value, False))
-            children = value.values() if isinstance(value, Mapping) else value
-            stack.extend((child, True) for child in children)  # type: ignore[attr-defined]
-            continue
-        return False
+        if isinstance(value, list | tuple):
+            children: list[object] = list(value)
+        elif isinstance(value, Mapping) and is_schema_record(value):
+            children = list(value.values())
+        else:
+            return False
+        if id(value) in on_path:
+            return False
+        on_path.add(id(value))
+        stack.append((value, False))
+        stack.extend((child, True) for child in children)
     return True
 
 
@@ -116,18 +136,21 @@ def _node_is_valid(node: Mapping[str, Any], children: list[object]) -> bool:
         if key in node and not isinstance(node[key], str):
             return False
     has_type, has_one_of = "type" in node, "oneOf" in node
-    if has_type and has_one_of:
-        return False
-    if not has_type:
-        if any(key in node for key in _TYPED_KEYWORDS):
+    if has_one_of:
+        # `oneOf` stands alone (annotations aside).
+        if any(key in node for key in _CONSTRAINTS - {"oneOf"}):
             return False
-        if has_one_of:
-            branches = node["oneOf"]
-            if not _is_json_array(branches) or len(branches) < 2:
-                return False
-            children.extend(branches)
-        # A node with neither is annotation-only: any JSON value.
+        branches = node["oneOf"]
+        if not _is_json_array(branches) or len(branches) < 2:
+            return False
+        children.extend(branches)
         return True
+    if not has_type:
+        # Untyped: annotation-only (any JSON value), or an `enum`/`const` of scalars of
+        # any type, which our engine's subset accepts (the reference's does not).
+        if any(key in node for key in _TYPED_KEYWORDS if key not in ("enum", "const")):
+            return False
+        return _scalar_is_valid(node, None)
     schema_type = node["type"]
     if not isinstance(schema_type, str) or schema_type not in _TYPES:
         return False
@@ -157,7 +180,7 @@ def _object_is_valid(node: Mapping[str, Any], children: list[object]) -> bool:
     return "additionalProperties" not in node or isinstance(node["additionalProperties"], bool)
 
 
-def _scalar_is_valid(node: Mapping[str, Any], schema_type: str) -> bool:
+def _scalar_is_valid(node: Mapping[str, Any], schema_type: str | None) -> bool:
     enum_valid = False
     if "enum" in node:
         allowed = node["enum"]
@@ -172,8 +195,7 @@ def _scalar_is_valid(node: Mapping[str, Any], schema_type: str) -> bool:
         value = node["const"]
         if not _scalar_matches(schema_type, value):
             return False
-        # Every entry already matches the type, so `==` cannot confuse True with 1 here.
-        if enum_valid and value not in list(node["enum"]):
+        if enum_valid and not any(_scalar_equal(value, entry) for entry in node["enum"]):
             return False
     return True
 

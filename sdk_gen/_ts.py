@@ -62,14 +62,14 @@ def _jsdoc(description: object, level: int) -> list[str]:
     if not isinstance(description, str):
         return []
     collapsed = collapse_whitespace(description)
-    # An all-whitespace description documents nothing; the reference would emit an
-    # empty `/**  */`, which only costs prompt tokens.
+    # Deviation: an all-whitespace description documents nothing; the reference would
+    # emit an empty `/**  */`, which only costs prompt tokens.
     if not collapsed:
         return []
     # Escape the comment closer so a description cannot end the JSDoc early.
     escaped = collapsed.replace("*/", "*\\/")
-    # Our one deviation: a lone surrogate would make the whole section unencodable as
-    # UTF-8 (fatal for a Python host writing the prompt), so it is shown as `\uNNNN`.
+    # Deviation from the reference, which passes it through: a lone surrogate would make
+    # the section unencodable as UTF-8 (fatal for a Python host), so show it as `\uNNNN`.
     escaped = _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group(0)):04x}", escaped)
     return [f"{pad(level, _INDENT)}/** {escaped} */"]
 
@@ -93,6 +93,10 @@ def _render(node: Mapping[str, Any], level: int) -> str:
     if "oneOf" in node:
         return " | ".join(_render(branch, level) for branch in node["oneOf"])
     schema_type = node.get("type")
+    if "const" in node:
+        return _literal(node["const"])
+    if "enum" in node:
+        return " | ".join(_literal(value) for value in node["enum"])
     if schema_type is None:
         return "JsonValue"
     if schema_type == "array":
@@ -104,10 +108,6 @@ def _render(node: Mapping[str, Any], level: int) -> str:
         return f"({item})[]" if "|" in item or "&" in item else f"{item}[]"
     if schema_type == "object":
         return _render_object(node, level)
-    if "const" in node:
-        return _literal(node["const"])
-    if "enum" in node:
-        return " | ".join(_literal(value) for value in node["enum"])
     return "number" if schema_type == "integer" else str(schema_type)
 
 

@@ -51,5 +51,10 @@ def diff_hunks(path: str, before: str, after: str) -> list[dict[str, Any]]:
     while suffix < limit - prefix and a[-1 - suffix] == b[-1 - suffix]:
         suffix += 1
     start = max(0, prefix - _CONTEXT)
-    return [_hunk(path, a[start : len(a) - suffix + min(suffix, _CONTEXT)],
-                  b[start : len(b) - suffix + min(suffix, _CONTEXT)])]
+    return [
+        _hunk(
+            path,
+            a[start : len(a) - suffix + min(suffix, _CONTEXT)],
+            b[start : len(b) - suffix + min(suffix, _CONTEXT)],
+        )
+    ]

@@ -18,8 +18,8 @@ from ._catalog import catalog_entry, parameter_spec
 from ._common import arg
 from ._config import ToolsConfig
 from ._errors import FsError
-from ._fsio import FileVersion, atomic_write, decode_utf8, digest, stat_or_none, version_of
 from ._fs_policy import FsObservationPolicy
+from ._fsio import FileVersion, atomic_write, decode_utf8, digest, stat_or_none, version_of
 from ._paths import Resolved
 from ._text import utf16_head, utf16_len
 
@@ -75,7 +75,7 @@ class _Editor:
             )
         if not stat_mod.S_ISREG(st.st_mode):
             verb = "insert into" if command == "insert" else "edit"
-            raise FsError(f'cannot {verb} "{path}": not a regular file', "FS_NOT_REGULAR_FILE")
+            raise ValueError(f'cannot {verb} "{path}": not a regular file')
         try:
             with open(resolved.real, "rb") as fh:
                 data = fh.read()
@@ -108,9 +108,7 @@ class _Editor:
                 )
             return self.listing(resolved)
         if not stat_mod.S_ISREG(st.st_mode):
-            raise FsError(
-                f'cannot view "{path}": not a regular file or directory', "FS_NOT_REGULAR_FILE"
-            )
+            raise ValueError(f'cannot view "{path}": not a regular file or directory')
         content, st, data = self.read_text(resolved, "view")
         self.seen(resolved, version_of(st, digest(data)))
         lines = content.split("\n")
@@ -140,7 +138,9 @@ class _Editor:
             shown = lines[a - 1 :] if b == -1 else lines[a - 1 : b]
             suffix = f" with view_range=[{a}, {b}]"
         numbered = "\n".join(f"{first + i:>6}  {line}" for i, line in enumerate(shown))
-        head = f"Here's the content of {path} with line numbers (which has a total of {total} lines)"
+        head = (
+            f"Here's the content of {path} with line numbers (which has a total of {total} lines)"
+        )
         return self.clip(f"{head}{suffix}:\n{numbered}\n")
 
     def listing(self, resolved: Resolved) -> str:
@@ -178,10 +178,9 @@ class _Editor:
 
     def create(self, resolved: Resolved, file_text: str) -> str:
         if os.path.lexists(resolved.real) or stat_or_none(resolved) is not None:
-            raise FsError(
+            raise ValueError(
                 f"File already exists at: {resolved.display}. Cannot overwrite files using "
-                "command `create`.",
-                "FS_ALREADY_EXISTS",
+                "command `create`."
             )
         self.write(resolved, file_text)
         return f"New file created successfully at: {resolved.display}"
@@ -192,8 +191,7 @@ class _Editor:
         count = content.count(old)
         if count == 0:
             raise FsError(
-                f"No replacement was performed, old_str `{old}` did not appear verbatim in "
-                f"{path}.",
+                f"No replacement was performed, old_str `{old}` did not appear verbatim in {path}.",
                 "FS_EDIT_NOT_FOUND",
             )
         if count > 1:
@@ -294,9 +292,7 @@ def build_str_replace_editor(cfg: ToolsConfig) -> ToolDefinition:
         name=entry["name"],
         description=entry["description"],
         parameters=parameter_spec("str_replace_editor"),
-        output=ToolOutput(
-            schema={"type": "string"}, render=lambda args, value: [text(value)]
-        ),
+        output=ToolOutput(schema={"type": "string"}, render=lambda args, value: [text(value)]),
         execute=execute,
         # Viewing only reads; every other command mutates and runs alone.
         is_concurrency_safe=lambda args: args["command"] == "view",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from engine import Allow, Deny
+from engine import Deny
 
 from ._errors import FsError
 from ._fsio import FileVersion, file_version

@@ -86,8 +86,7 @@ class Workspace:
         real = os.path.realpath(display)
         if not is_within(real, self.root):
             raise FsError(
-                f'cannot access "{raw}": a symbolic link leads outside the workspace '
-                f"{self.root}",
+                f'cannot access "{raw}": a symbolic link leads outside the workspace {self.root}',
                 "FS_OUTSIDE_WORKSPACE",
             )
         return Resolved(display=display, real=real)

@@ -181,7 +181,7 @@ def _scan(
     partial = _Partial(window.max_line + 2)  # enough of a long line to cut it and strip "\r"
     first = True
     try:
-        fh = open(resolved.real, "rb")  # noqa: SIM115 - closed in the finally below
+        fh = open(resolved.real, "rb")  # closed in the finally below
     except FileNotFoundError:
         return None
     try:
@@ -229,9 +229,7 @@ def _render(args: Any, value: Any, default_limit: int) -> list[dict[str, Any]]:
     if len(lines) < limit and end < total:
         footer = f"(Output capped. Showing lines {offset}-{end}. Use offset={end + 1} to continue.)"
     elif end < total:
-        footer = (
-            f"(Showing lines {offset}-{end} of {total}. Use offset={end + 1} to continue.)"
-        )
+        footer = f"(Showing lines {offset}-{end} of {total}. Use offset={end + 1} to continue.)"
     else:
         footer = f"(End of file - total {total} lines)"
     rows = "\n".join(f"{line['number']}: {line['text']}" for line in lines)
@@ -245,7 +243,9 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
     spec = parameter_spec("read")
     default_limit = cfg.read_limit
     if default_limit != 2000:
-        spec["limit"]["description"] = f"Maximum number of lines to return. Defaults to {default_limit}."
+        spec["limit"]["description"] = (
+            f"Maximum number of lines to return. Defaults to {default_limit}."
+        )
 
     async def execute(args: Any, ctx: Any) -> Any:
         file_path = args["file_path"]
@@ -281,7 +281,12 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
             )
         if policy is not None:
             policy.observe_present(ctx.agent, resolved.real, version)
-        return {"path": resolved.display, "offset": offset, "lines": window.kept, "totalLines": total}
+        return {
+            "path": resolved.display,
+            "offset": offset,
+            "lines": window.kept,
+            "totalLines": total,
+        }
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         return _render(args, value, default_limit)
@@ -346,4 +351,3 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
 def _num(value: float) -> str:
     # Arguments are JSON numbers; print 3.0 as JavaScript would ("3").
     return str(int(value)) if float(value).is_integer() else str(value)
-

@@ -173,7 +173,9 @@ def build_write(cfg: ToolsConfig) -> ToolDefinition:
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         verb = "Created file" if value["operation"] == "create" else "Updated file"
-        return [text(f"<path>{value['path']}</path>\n<type>file</type>\n<content>\n{verb}\n</content>")]
+        return [
+            text(f"<path>{value['path']}</path>\n<type>file</type>\n<content>\n{verb}\n</content>")
+        ]
 
     def fallback(args: Any) -> list[dict[str, Any]]:
         return [{"path": args["file_path"], "oldText": None, "newText": args["content"]}]
@@ -221,9 +223,7 @@ def build_edit(cfg: ToolsConfig) -> ToolDefinition:
             raise ValueError("old_string and new_string must differ")
         resolved = cfg.workspace.resolve(args["file_path"], write=True)
         replace_all = arg(args, "replace_all") is True
-        value, version = await anyio.to_thread.run_sync(
-            _edit_file, resolved, old, new, replace_all
-        )
+        value, version = await anyio.to_thread.run_sync(_edit_file, resolved, old, new, replace_all)
         if cfg.fs_policy is not None:
             cfg.fs_policy.observe_present(ctx.agent, resolved.real, version)
         return value
@@ -264,4 +264,3 @@ def build_edit(cfg: ToolsConfig) -> ToolDefinition:
         present_call=present_call,
         present_result=present_result,
     )
-

@@ -179,6 +179,8 @@ CATALOG: list[SdkTool] = [
             type={"type": "string", "enum": ["a", "b"]},
             _=INTEGER,
             __dunder__={"type": "boolean"},
+            # Untyped enum: accepted by our engine's subset (not the reference's).
+            case={"enum": ["a", 1, None], "description": "Any scalar of these."},
         ),
         output_schema={},
     ),

@@ -8,7 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sdk_gen_strategies import any_schema, tool_sets, valid_schemas
+from strategies import supported_schemas
 
+from engine import JsonSchemaError
+from engine.schema import assert_supported_json_schema
 from sdk_gen import SDK_LANGUAGES, SdkTool, json_schema_to_py, json_schema_to_ts, render_sdk
 
 settings.register_profile("sdk_gen", deadline=None, max_examples=150)
@@ -70,3 +73,25 @@ def test_typescript_section_is_utf8_and_lists_every_tool(tools: list[SdkTool]) -
     ]
     keys = [line for line in top_level if not line.startswith("  }")]
     assert len(keys) == len(tools)
+
+
+def _engine_accepts(schema: Any) -> bool:
+    try:
+        assert_supported_json_schema(schema)
+    except JsonSchemaError:
+        return False
+    return True
+
+
+@SDK_GEN
+@given(st.one_of(any_schema, supported_schemas()))
+def test_sdk_gen_and_the_engine_agree_on_the_subset(schema: Any) -> None:
+    """sdk_gen re-checks the subset (it may not import engine); the two must agree, so a
+    schema the engine registers never renders as `unknown`, and vice versa."""
+    accepted = _engine_accepts(schema)
+    assert accepted == (json_schema_to_ts(schema) != "unknown")
+    if accepted:
+        # The engine hands over deep-frozen copies; they render the same.
+        frozen = assert_supported_json_schema(schema)
+        assert json_schema_to_ts(frozen) == json_schema_to_ts(schema)
+        assert json_schema_to_py(frozen) == json_schema_to_py(schema)

@@ -56,6 +56,8 @@ def class_body(body: str, name: str) -> str:
         ({}, "Any"),
         ({"description": "x"}, "Any"),
         ({"type": "string", "const": "a"}, 'Literal["a"]'),
+        ({"enum": ["a", 1, None, False]}, 'Literal["a", 1, None, False]'),
+        ({"const": None}, "Literal[None]"),
         (
             {"type": "string", "enum": ["a", 'q"', "b\\s", "\n", "\x00", "\ud800"]},
             'Literal["a", "q\\"", "b\\\\s", "\\n", "\\u0000", "\\ud800"]',

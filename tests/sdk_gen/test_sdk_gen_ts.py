@@ -36,6 +36,10 @@ def fenced_ts(section: str) -> str:
         ({"type": "boolean", "const": False}, "false"),
         ({"type": "boolean", "enum": [True, False]}, "true | false"),
         ({"type": "null", "const": None}, "null"),
+        # Untyped enum/const: not in the reference's subset, accepted by our engine's.
+        ({"enum": ["a", 1, None, True]}, '"a" | 1 | null | true'),
+        ({"const": 2.5, "description": "d"}, "2.5"),
+        ({"enum": [1, True], "const": 1.0}, "1"),
         ({"type": "integer", "const": 2.0}, "2"),
         ({"type": "integer", "const": 2**70}, "1180591620717411303424"),
         (
@@ -211,7 +215,11 @@ def _cyclic() -> dict[str, Any]:
         {"type": "array", "items": {"type": "bogus"}},
         {"type": "object", "enum": [{}]},
         {"items": {}},
-        {"enum": ["a"]},
+        {"enum": []},
+        {"enum": [{}]},
+        {"const": [1]},
+        {"enum": ["a"], "const": "b"},
+        {"enum": [1], "const": True},
         {"type": "string", "enum": []},
         {"type": "string", "enum": "a"},
         {"type": "string", "enum": [1]},
@@ -376,3 +384,38 @@ def test_missing_or_malformed_tool_schemas_render_unknown() -> None:
     body = fenced_ts(render_sdk([{"name": "x"}], "typescript"))
     assert "interface ToolArgsMap {\n  x: unknown;\n}" in body
     assert "interface ToolOutputMap {\n  x: unknown;\n}" in body
+
+
+@pytest.mark.parametrize(
+    ("value", "rendered"),
+    [
+        (0.1, "0.1"),
+        (1e-7, "1e-7"),
+        (0.000001, "0.000001"),
+        (1.2345678901234568e20, "123456789012345680000"),
+        (-1.5e300, "-1.5e+300"),
+        (5e-324, "5e-324"),
+        (123.456, "123.456"),
+        (0.0, "0"),
+    ],
+)
+def test_float_literals_use_javascript_number_formatting(value: float, rendered: str) -> None:
+    assert json_schema_to_ts({"type": "number", "const": value}) == rendered
+
+
+def test_lone_surrogates_in_descriptions_are_made_visible() -> None:
+    """Deliberate deviation: the reference passes them through raw, which no UTF-8
+    encoder accepts; we show them as `\\uNNNN` so the section always encodes."""
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string", "description": "x\ud800y"}},
+    }
+    assert json_schema_to_ts(schema) == "{\n  /** x\\ud800y */\n  a?: string;\n}"
+    render_sdk([SdkTool("t", "bad \udfff", schema)], "typescript").encode("utf-8")
+
+
+def test_integers_too_long_to_print_are_unsupported() -> None:
+    assert json_schema_to_ts({"type": "integer", "const": 10**4000}) == "1" + "0" * 4000
+    assert json_schema_to_ts({"type": "integer", "const": 10**5000}) == "unknown"
+    assert json_schema_to_ts({"default": 10**5000}) == "unknown"

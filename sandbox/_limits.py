@@ -1,0 +1,83 @@
+"""``Limits``: every budget a sandboxed run is held to, validated at construction.
+
+Defaults follow the reference runtime (reference.md §5): 60 s of busy compute, a 600 s
+wall-clock ceiling, 64 MiB of JSON-metered output, 512 MiB of memory. The rest are ours:
+the sub-call cap, the bridge frame cap and the number of warm workers kept ready.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+__all__ = ["Limits"]
+
+# A frame must hold the largest log entry or completion value the output ledger can
+# accept, plus the envelope; anything bigger is bound to overflow the ledger anyway.
+_FRAME_OVERHEAD = 1 << 20
+_MIN_FRAME_BYTES = 64 * 1024
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """Per-run limits of a sandbox runtime; every field must be a positive number.
+
+    - ``compute_ms``: CPU time the worker may burn (awaiting a binding accrues nothing).
+    - ``max_wall_ms``: wall-clock ceiling of one run.
+    - ``max_output_bytes``: JSON bytes of the log array plus the value or diagnostic.
+    - ``max_memory_bytes``: address-space limit of the worker process.
+    - ``max_sub_calls``: binding calls one run may make.
+    - ``max_frame_bytes``: cap of one bridge frame; ``None`` derives it from
+      ``max_output_bytes`` (+1 MiB).
+    - ``pool_size``: warm workers kept ready.
+    """
+
+    compute_ms: float = 60_000
+    max_wall_ms: float = 600_000
+    max_output_bytes: int = 64 * 2**20
+    max_memory_bytes: int = 512 * 2**20
+    max_sub_calls: int = 10_000
+    max_frame_bytes: int | None = None
+    pool_size: int = 2
+
+    def __post_init__(self) -> None:
+        for key in (
+            "compute_ms",
+            "max_wall_ms",
+            "max_output_bytes",
+            "max_memory_bytes",
+            "max_sub_calls",
+            "pool_size",
+        ):
+            _check_positive(key, getattr(self, key))
+        if self.max_frame_bytes is not None:
+            _check_positive("max_frame_bytes", self.max_frame_bytes)
+        for key in ("max_output_bytes", "max_memory_bytes", "max_sub_calls", "pool_size"):
+            if not isinstance(getattr(self, key), int):
+                raise ValueError(f"config.{key} must be an integer")
+        if self.max_output_bytes < 4:
+            raise ValueError("config.max_output_bytes must be at least 4")
+        if self.max_frame_bytes is not None:
+            if not isinstance(self.max_frame_bytes, int):
+                raise ValueError("config.max_frame_bytes must be an integer")
+            if self.max_frame_bytes < _MIN_FRAME_BYTES:
+                raise ValueError(f"config.max_frame_bytes must be at least {_MIN_FRAME_BYTES}")
+        if self.frame_bytes >= 2**32:
+            raise ValueError("config.max_frame_bytes must be below 4 GiB")
+
+    @property
+    def frame_bytes(self) -> int:
+        """The effective bridge frame cap."""
+        if self.max_frame_bytes is not None:
+            return self.max_frame_bytes
+        return self.max_output_bytes + _FRAME_OVERHEAD
+
+
+def _check_positive(key: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"config.{key} must be a positive number")

@@ -1,0 +1,122 @@
+"""The worker side of the bridge: synchronous frame writes, loop-driven frame reads.
+
+Writes are synchronous on purpose: a ``log`` frame is on the wire before ``print``
+returns, so logs survive the supervisor killing the worker a moment later. Reads are
+driven by the guest's asyncio loop (``attach``), which delivers ``result`` frames to
+whatever the guest registered. Guest-agnostic: the Python guest and any other guest
+(TypeScript) share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from ._frames import FrameBuffer, ResultFrame, RunFrame, WorkerInbound, encode_frame
+
+__all__ = ["WorkerBridge"]
+
+_RECV = 256 * 1024
+
+
+class WorkerBridge:
+    """Frames over the inherited bridge socket (see module docstring)."""
+
+    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
+        self.sock = sock
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = FrameBuffer(max_frame_bytes)
+        self._decoder = msgspec.json.Decoder(WorkerInbound)
+        self._pending: list[Any] = []
+        self._poll = select.poll()
+        self._poll.register(sock.fileno(), select.POLLOUT)
+        self.closed = False
+
+    def set_max_frame_bytes(self, max_frame_bytes: int) -> None:
+        """Adopt the frame cap announced by the ``run`` frame."""
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer._max = max_frame_bytes
+
+    # -- writing ---------------------------------------------------------------------
+
+    def send(self, frame: msgspec.Struct) -> None:
+        """Write one frame now (blocking until the kernel accepted all of it)."""
+        self.send_raw(encode_frame(frame))
+
+    def send_raw(self, data: bytes) -> None:
+        """Write raw bytes (test hook for hostile-peer tests; guests use ``send``)."""
+        if self.closed:
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                self._poll.poll()
+                continue
+            except OSError:
+                # The host hung up: nobody is listening any more; the supervisor is
+                # about to kill us.
+                self.closed = True
+                return
+            view = view[sent:]
+
+    # -- reading ---------------------------------------------------------------------
+
+    def read_run(self) -> RunFrame | None:
+        """Block until the ``run`` frame arrives (``None`` if the host hung up)."""
+        while True:
+            for payload in self._buffer.feed(b""):
+                frame = self._decode(payload)
+                if isinstance(frame, RunFrame):
+                    return frame
+            try:
+                data = self.sock.recv(_RECV)
+            except InterruptedError:
+                continue
+            if not data:
+                return None
+            for payload in self._buffer.feed(data):
+                frame = self._decode(payload)
+                if isinstance(frame, RunFrame):
+                    return frame
+                if frame is not None:
+                    self._pending.append(frame)
+
+    def attach(self, loop: asyncio.AbstractEventLoop, on_result: Callable[[ResultFrame], None]) -> None:
+        """Deliver ``result`` frames to ``on_result`` from ``loop``; switches to non-blocking."""
+        self.sock.setblocking(False)
+        for frame in self._pending:
+            if isinstance(frame, ResultFrame):
+                on_result(frame)
+        self._pending.clear()
+
+        def readable() -> None:
+            while True:
+                try:
+                    data = self.sock.recv(_RECV)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    data = b""
+                if not data:
+                    loop.remove_reader(self.sock.fileno())
+                    self.closed = True
+                    return
+                for payload in self._buffer.feed(data):
+                    frame = self._decode(payload)
+                    if isinstance(frame, ResultFrame):
+                        on_result(frame)
+
+        loop.add_reader(self.sock.fileno(), readable)
+
+    def _decode(self, payload: bytes) -> Any:
+        try:
+            return self._decoder.decode(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None

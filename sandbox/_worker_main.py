@@ -1,0 +1,66 @@
+"""What a worker process does between ``fork()`` and ``_exit()``.
+
+1. Drop everything inherited from the fork server except the bridge socket; new session
+   (so the supervisor can kill the whole process group); empty environment, stdio on
+   /dev/null, cwd in an empty read-only directory.
+2. Create the guest's event loop (it needs a socketpair, which seccomp forbids later).
+3. Lock down (rlimits, privileges, parent-death signal, seccomp) and report ``ready``.
+4. Wait for the ``run`` frame, hand it to the guest module it names, and exit.
+
+The worker is generic: the guest kind comes from the ``run`` frame and must be one of
+the guest modules the fork server was started with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import signal
+import socket
+from typing import NoReturn
+
+from . import _boundary
+from ._frames import DoneFrame, ErrorSpec, ReadyFrame
+from ._worker_bridge import WorkerBridge
+
+__all__ = ["worker_main"]
+
+_MAX_FD = 1 << 20
+
+
+def worker_main(
+    bridge_fd: int,
+    spec: _boundary.BoundarySpec,
+    workdir: str,
+    parent_pid: int,
+    guests: dict[str, str],
+    max_frame_bytes: int,
+) -> NoReturn:
+    """Run one worker to completion; never returns (``os._exit``)."""
+    code = 0
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.closerange(3, bridge_fd)
+        os.closerange(bridge_fd + 1, _MAX_FD)
+        os.setsid()
+        _boundary.prepare(workdir)
+        sock = socket.socket(fileno=bridge_fd)
+        loop = asyncio.new_event_loop()
+        notes = _boundary.lock_down(spec, parent_pid)
+        bridge = WorkerBridge(sock, max_frame_bytes)
+        bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
+        run = bridge.read_run()
+        if run is not None:
+            bridge.set_max_frame_bytes(run.max_frame_bytes)
+            module_name = guests.get(run.guest)
+            if module_name is None:
+                error = ErrorSpec("exception", f'unknown guest "{run.guest}"')
+                bridge.send(DoneFrame(error=error))
+            else:
+                importlib.import_module(module_name).serve(run, bridge, loop)
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)

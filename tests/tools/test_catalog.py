@@ -1,0 +1,136 @@
+"""The tools expose the reference catalog's names, descriptions and input schemas verbatim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine import ToolRuntime
+from tools import default_tools
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_CATALOG = REPO.parent / "shared" / "spec" / "catalog.json"
+PACKAGED_CATALOG = REPO / "tools" / "_catalog.json"
+
+PACKAGES = {
+    "read": "@deepseek-ai/dsh-tool-fs",
+    "write": "@deepseek-ai/dsh-tool-fs",
+    "edit": "@deepseek-ai/dsh-tool-fs",
+    "read_image": "@deepseek-ai/dsh-tool-fs",
+    "str_replace_editor": "@deepseek-ai/dsh-tool-str-replace-editor",
+    "glob": "@deepseek-ai/dsh-tool-fs-search",
+    "grep": "@deepseek-ai/dsh-tool-fs-search",
+    "bash": "@deepseek-ai/dsh-tool-bash",
+    "job_list": "@deepseek-ai/dsh-tool-jobs",
+    "job_output": "@deepseek-ai/dsh-tool-jobs",
+    "job_kill": "@deepseek-ai/dsh-tool-jobs",
+    "todo_write": "@deepseek-ai/dsh-tool-todo",
+}
+
+
+def _packaged() -> dict[str, dict[str, object]]:
+    data = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
+    return {entry["name"]: entry for entry in data["tools"]}
+
+
+def _dump(value: object) -> str:
+    # Order-sensitive: the wire schema must match byte for byte, key order included.
+    return json.dumps(value, ensure_ascii=False)
+
+
+@pytest.mark.skipif(not SHARED_CATALOG.exists(), reason="shared spec not checked out")
+def test_packaged_entries_equal_the_shared_catalog() -> None:
+    shared = json.loads(SHARED_CATALOG.read_text(encoding="utf-8"))["tools"]
+    packaged = _packaged()
+    assert sorted(packaged) == sorted(PACKAGES)
+    for name, package in PACKAGES.items():
+        [entry] = [t for t in shared if t["name"] == name and t["package"] == package]
+        assert _dump(packaged[name]) == _dump(entry), name
+
+
+def test_every_tool_matches_its_catalog_entry(tmp_path: Path) -> None:
+    packaged = _packaged()
+    tools = default_tools(tmp_path, accepts_images=True, output_dir=tmp_path / "out")
+    assert [t.name for t in tools] == list(PACKAGES)
+    rt = ToolRuntime()
+    for tool in tools:
+        rt.register(tool)
+    for schema in rt.schemas():
+        entry = packaged[schema.name]
+        description = str(entry["description"])
+        if schema.name == "bash":
+            # The one deliberate difference: managed variables use this project's prefix.
+            assert "$DSH_*" in description
+            description = description.replace("$DSH_*", "$CODEMODE_*")
+        assert schema.description == description, schema.name
+        assert _dump(schema.parameters) == _dump(entry["parameters"]), schema.name
+
+
+def test_read_image_only_when_the_model_takes_images(tmp_path: Path) -> None:
+    names = [t.name for t in default_tools(tmp_path, output_dir=tmp_path / "out")]
+    assert "read_image" not in names
+    assert len(names) == len(PACKAGES) - 1
+
+
+def test_todo_single_in_progress_description(tmp_path: Path) -> None:
+    [todo] = [
+        t
+        for t in default_tools(tmp_path, allow_parallel_in_progress=False)
+        if t.name == "todo_write"
+    ]
+    catalog = str(_packaged()["todo_write"]["description"])
+    assert "several at once when work genuinely runs in parallel" in catalog
+    assert "several at once" not in todo.description
+    assert (
+        "Keep AT MOST ONE todo `in_progress` at a time; while work remains, exactly one "
+        "active task should be `in_progress`. Mark a todo `completed` the moment"
+    ) in todo.description
+    assert todo.description.startswith("Record and update a structured task list")
+
+
+def test_env_prefix_and_caps_show_in_descriptions(tmp_path: Path) -> None:
+    tools = {
+        t.name: t
+        for t in default_tools(
+            tmp_path, env_prefix="HOST_", read_limit=50, grep_max_matches=10, glob_max_results=7
+        )
+    }
+    assert "managed `$HOST_*` variables" in tools["bash"].description
+    assert tools["read"].parameters["properties"]["limit"]["description"] == (
+        "Maximum number of lines to return. Defaults to 50."
+    )
+    assert "Returns the first 10 matches inline" in tools["grep"].description
+    assert "Up to 7 paths" in tools["glob"].description
+    assert "returns 7 paths sampled" in tools["glob"].description
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("read_limit", 0),
+        ("glob_max_results", -1),
+        ("grep_max_matches", True),
+        ("bash_timeout_ms", 0),
+        ("editor_max_output_chars", 1.5),
+    ],
+)
+def test_bad_options_are_rejected(tmp_path: Path, option: str, value: object) -> None:
+    with pytest.raises(ValueError, match=option):
+        default_tools(tmp_path, **{option: value})  # type: ignore[arg-type]
+
+
+def test_bad_workspace_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a directory"):
+        default_tools(tmp_path / "missing")
+    with pytest.raises(ValueError, match="must not exceed"):
+        default_tools(tmp_path, bash_timeout_ms=10, bash_max_timeout_ms=5)
+
+
+def test_public_surface() -> None:
+    import tools
+
+    assert tools.__all__ == sorted(tools.__all__)
+    for name in tools.__all__:
+        assert getattr(tools, name).__doc__, name

@@ -1,0 +1,136 @@
+"""``default_tools``: the first-party catalog bound to one workspace."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from engine import ToolDefinition
+from engine._spill_store import LocalSpillStore
+
+from ._bash import build_bash
+from ._config import ToolsConfig, runtime_dir
+from ._editor import build_str_replace_editor
+from ._images import MemoryAttachmentStore, build_read_image
+from ._job_tools import build_job_kill, build_job_list, build_job_output
+from ._paths import Workspace
+from ._read import build_read
+from ._search import build_glob, build_grep
+from ._todo import build_todo_write
+from ._write_edit import build_edit, build_write
+
+if TYPE_CHECKING:
+    from engine._spill_store import SpillStore
+
+    from ._fs_policy import FsObservationPolicy
+    from ._images import AttachmentStore
+    from ._jobs import JobManager
+
+__all__ = ["default_tools"]
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def default_tools(
+    workspace: str | os.PathLike[str],
+    *,
+    accepts_images: bool = False,
+    attachments: AttachmentStore | None = None,
+    fs_policy: FsObservationPolicy | None = None,
+    jobs: JobManager | None = None,
+    spill_store: SpillStore | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    bash_timeout_ms: int = 120_000,
+    bash_max_timeout_ms: int = 600_000,
+    env_prefix: str = "CODEMODE_",
+    env: Mapping[str, str] | None = None,
+    allow_parallel_in_progress: bool = True,
+    read_limit: int = 2000,
+    glob_max_results: int = 100,
+    grep_max_matches: int = 250,
+    editor_max_output_chars: int = 16000,
+) -> list[ToolDefinition]:
+    """The first-party tools, named as in the catalog, bound to ``workspace``.
+
+    Returns ``read``, ``write``, ``edit``, ``read_image`` (only with ``accepts_images``),
+    ``str_replace_editor``, ``glob``, ``grep``, ``bash``, ``job_list``, ``job_output``,
+    ``job_kill`` and ``todo_write``.
+
+    - ``fs_policy``: an ``FsObservationPolicy`` the file tools record reads into; install
+      the same instance on the runtime to enforce read-before-write.
+    - ``jobs``: a running ``JobManager`` (``async with JobManager() as jobs``) for
+      ``bash``'s ``run_in_background`` and the ``job_*`` tools; without one, background
+      runs fail and the job list is empty.
+    - ``spill_store``: where capped ``glob``/``grep`` results are saved in full (default: a
+      ``LocalSpillStore`` under ``output_dir``).
+    - ``output_dir``: the runtime-owned directory (outside the workspace) for spills and
+      bash output files; default a fresh private directory under the system temp dir,
+      created on first use. Reads and searches may reach it (so reported paths can be
+      read back); writes may not.
+    - ``bash_timeout_ms`` / ``bash_max_timeout_ms``: bash's default deadline and cap.
+    - ``env_prefix`` / ``env``: prefix of the managed variables bash sets
+      (``<prefix>WORKSPACE``, ``<prefix>WORKDIR``, ``<prefix>OUTPUT_DIR``,
+      ``<prefix>CALL_ID``, ``<prefix>AGENT``, ``<prefix>JOB_ID``) and extra variables.
+    - ``allow_parallel_in_progress``: ``todo_write``'s policy (changes its description).
+    - ``attachments``: where ``read_image`` stores images (default in memory).
+    - ``read_limit``, ``glob_max_results``, ``grep_max_matches``, ``editor_max_output_chars``:
+      the inline caps (their defaults reproduce the catalog descriptions exactly).
+    """
+    space = Workspace(workspace)
+    out_dir = (
+        os.path.abspath(os.fspath(output_dir)) if output_dir is not None else runtime_dir("tools")
+    )
+    store = (
+        spill_store if spill_store is not None else LocalSpillStore(os.path.join(out_dir, "spill"))
+    )
+    if _positive("bash_timeout_ms", bash_timeout_ms) > _positive(
+        "bash_max_timeout_ms", bash_max_timeout_ms
+    ):
+        raise ValueError("bash_timeout_ms must not exceed bash_max_timeout_ms")
+    if not env_prefix:
+        raise ValueError("env_prefix must be a non-empty string")
+    cfg = ToolsConfig(
+        workspace=space,
+        spill_store=store,
+        output_dir=out_dir,
+        fs_policy=fs_policy,
+        jobs=jobs,
+        attachments=(attachments or MemoryAttachmentStore()) if accepts_images else None,
+        bash_default_timeout_ms=bash_timeout_ms,
+        bash_max_timeout_ms=bash_max_timeout_ms,
+        env_prefix=env_prefix,
+        extra_env=dict(env or {}),
+        allow_parallel_in_progress=allow_parallel_in_progress,
+        read_limit=_positive("read_limit", read_limit),
+        glob_max_results=_positive("glob_max_results", glob_max_results),
+        grep_max_matches=_positive("grep_max_matches", grep_max_matches),
+        editor_max_output_chars=_positive("editor_max_output_chars", editor_max_output_chars),
+    )
+    # Results report paths in these runtime-owned directories; let reads follow them.
+    space.allow_reads_under(out_dir)
+    spill_dir = getattr(store, "directory", None)
+    if spill_dir is not None:
+        space.allow_reads_under(os.fspath(spill_dir))
+    if jobs is not None:
+        space.allow_reads_under(jobs.output_dir)
+    if fs_policy is not None:
+        fs_policy.bind(space)
+    tools = [build_read(cfg), build_write(cfg), build_edit(cfg)]
+    if accepts_images:
+        tools.append(build_read_image(cfg))
+    tools += [
+        build_str_replace_editor(cfg),
+        build_glob(cfg),
+        build_grep(cfg),
+        build_bash(cfg),
+        build_job_list(cfg),
+        build_job_output(cfg),
+        build_job_kill(cfg),
+        build_todo_write(cfg),
+    ]
+    return tools

@@ -1,0 +1,127 @@
+"""A ``bash -c`` child in its own process group, and how it is stopped.
+
+Every call gets a fresh process whose process group is the unit of termination: on timeout,
+abort or cancellation the group gets SIGTERM, then SIGKILL after a grace period; after a
+normal exit any member left behind is killed so nothing outlives the call and the output
+pipes close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal as signal_mod
+import subprocess
+from collections.abc import Callable, Mapping
+
+import anyio
+import anyio.abc
+
+__all__ = ["BashProcess", "signal_name"]
+
+_TERM_GRACE_S = 2.0
+_DRAIN_GRACE_S = 1.0
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """``SIGTERM`` etc. for a negative return code, else ``None``."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal_mod.Signals(-returncode).name
+    except ValueError:
+        return f"SIG{-returncode}"
+
+
+class BashProcess:
+    """Spawn ``bash -c command`` and pump its output into two callbacks."""
+
+    def __init__(
+        self,
+        command: str,
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        on_stdout: Callable[[bytes], None],
+        on_stderr: Callable[[bytes], None],
+    ) -> None:
+        self.command = command
+        self.cwd = cwd
+        self.env = dict(env)
+        self.on_stdout = on_stdout
+        self.on_stderr = on_stderr
+        self.process: anyio.abc.Process | None = None
+
+    async def start(self) -> None:
+        """Spawn the child (raises ``OSError`` when that fails)."""
+        self.process = await anyio.open_process(
+            ["bash", "-c", self.command],
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    def _killpg(self, sig: signal_mod.Signals) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+    async def run(self, deadline_s: float | None) -> bool:
+        """Pump output until the child exits; ``True`` if ``deadline_s`` expired first.
+
+        On expiry or cancellation the group is terminated before this returns or re-raises.
+        """
+        process = self.process
+        assert process is not None and process.stdout is not None and process.stderr is not None
+        timed_out = False
+        try:
+            async with anyio.create_task_group() as group:
+                drained = anyio.Event()
+
+                stdout, stderr = process.stdout, process.stderr
+
+                async def pump_both() -> None:
+                    async with anyio.create_task_group() as pumps:
+                        pumps.start_soon(self._pump, stdout, self.on_stdout)
+                        pumps.start_soon(self._pump, stderr, self.on_stderr)
+                    drained.set()
+
+                group.start_soon(pump_both)
+                with anyio.move_on_after(deadline_s if deadline_s is not None else float("inf")):
+                    await process.wait()
+                if process.returncode is None:
+                    timed_out = True
+                    await self.terminate()
+                # Stragglers left in the group would hold the pipes open: stop them, then
+                # drain what is buffered (a process that escaped the group gets a grace).
+                self._killpg(signal_mod.SIGKILL)
+                with anyio.move_on_after(_DRAIN_GRACE_S):
+                    await drained.wait()
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    await self.terminate()
+                self._killpg(signal_mod.SIGKILL)
+                await process.aclose()
+        return timed_out
+
+    async def terminate(self) -> None:
+        """SIGTERM the group, then SIGKILL it if the child is still alive after the grace."""
+        process = self.process
+        assert process is not None
+        self._killpg(signal_mod.SIGTERM)
+        with anyio.move_on_after(_TERM_GRACE_S):
+            await process.wait()
+        if process.returncode is None:
+            self._killpg(signal_mod.SIGKILL)
+            await process.wait()
+
+    @staticmethod
+    async def _pump(stream: anyio.abc.ByteReceiveStream, sink: Callable[[bytes], None]) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async for chunk in stream:
+                sink(chunk)
