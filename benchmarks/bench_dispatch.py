@@ -30,7 +30,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (  # noqa: E402
+from engine import (
     AbortController,
     MemorySessionLog,
     ToolExecutionInput,
@@ -39,7 +39,7 @@ from engine import (  # noqa: E402
     define_tool,
     text,
 )
-from engine.testing import InProcessRuntime  # noqa: E402
+from engine.testing import InProcessRuntime
 
 OVERHEAD_TARGET = 2.0
 FANOUT_TARGET = 1.15
@@ -69,7 +69,9 @@ def _sleep_tool() -> Any:
         name="nap",
         description="Sleep 10 ms and return the index.",
         parameters={"i": {"type": "integer", "required": True}},
-        output=ToolOutput(schema={"type": "integer"}, render=lambda args, value: [text(str(value))]),
+        output=ToolOutput(
+            schema={"type": "integer"}, render=lambda args, value: [text(str(value))]
+        ),
         execute=execute,
         is_concurrency_safe=lambda args: True,
     )
@@ -96,13 +98,17 @@ async def overhead(calls: int) -> tuple[float, float]:
         for i in range(50):  # warm both paths
             await tools.noop({})
             await rt.execute(
-                ToolExecutionInput(call_id=f"w{i}", name="noop", arguments={}, signal=signal, agent=agent)
+                ToolExecutionInput(
+                    call_id=f"w{i}", name="noop", arguments={}, signal=signal, agent=agent
+                )
             )
         gc.collect()
         start = time.perf_counter()
         for i in range(calls):
             await rt.execute(
-                ToolExecutionInput(call_id=f"n{i}", name="noop", arguments={}, signal=signal, agent=agent)
+                ToolExecutionInput(
+                    call_id=f"n{i}", name="noop", arguments={}, signal=signal, agent=agent
+                )
             )
         timings["native"] = time.perf_counter() - start
         gc.collect()
@@ -133,7 +139,9 @@ async def fanout(cap: int) -> float:
         assert values == list(range(FANOUT_CALLS))
         return None
 
-    rt = ToolRuntime(mode="code", max_parallel_sub_calls=cap, code_runtime=InProcessRuntime(program))
+    rt = ToolRuntime(
+        mode="code", max_parallel_sub_calls=cap, code_runtime=InProcessRuntime(program)
+    )
     rt.register(_sleep_tool())
     agent = rt.scope("bench", session=MemorySessionLog())
     result = await _run_code(rt, agent, f"fanout-{cap}")

@@ -140,10 +140,13 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
     controller = AbortController()
     dispose_follow = outer.signal.add_listener(lambda s: controller.abort(s.reason))
     names = [n for n in runtime._registry.view(outer.agent) if n != "run_code"]
+    # A runtime that raises (a seam or backend bug) becomes an ordinary error result; it
+    # is re-raised outside the task group so it is not wrapped in an ExceptionGroup.
+    failure: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
             driver = SubDispatchDriver(runtime, outer, controller.signal, tg)
-            tg.start_soon(driver.loop)
+            tg.start_soon(driver.loop, name="run_code driver")
             functions = {name: driver.binding(name) for name in names}
             request = CodeRunRequest(
                 program=program,
@@ -152,6 +155,8 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
             )
             try:
                 result = await code_runtime.run(request)
+            except Exception as exc:
+                failure = exc
             finally:
                 controller.abort("run_code settled")
                 # Drain: abandon queued calls, await in-flight bodies, finish every
@@ -160,6 +165,8 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
                     await driver.drain()
     finally:
         dispose_follow()
+    if failure is not None:
+        raise failure
     if result.error is not None:
         message = f"code run failed ({result.error.kind}): {result.error.message}"
         if result.logs:

@@ -37,8 +37,9 @@ import anyio
 import msgspec
 
 from ._errors import BindingCallError
-from ._json import LosslessJsonError, snapshot
+from ._json import snapshot
 from ._pipeline import Prepared, error_message
+from ._session import MemorySessionLog, SqliteSessionLog
 from ._signals import AbortSignal, reason_text
 from ._types import ToolExecutionInput, ToolExecutionResult
 
@@ -184,6 +185,10 @@ class SubDispatchDriver:
         self._peak_in_flight = 0
         agent = outer.agent
         self._session = agent.session if agent is not None else None
+        # The built-in logs never yield in ``append`` (see ``_session``), like the
+        # reference's synchronous append: with no dispatch-log listener there is nothing
+        # that could be slow, so the settle event is appended right in the lane.
+        self._sync_session = type(self._session) in (MemorySessionLog, SqliteSessionLog)
         run_signal.add_listener(lambda _s: self._poke())
 
     @property
@@ -337,7 +342,14 @@ class SubDispatchDriver:
             return
         self._in_flight += 1
         self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
-        self._bodies.submit(entry)
+        if entry.exclusive:
+            # An exclusive call runs alone and is the commit head, so the lane has nothing
+            # else to do until its body settles: run the body here instead of handing it
+            # to a worker. (Queued calls are abandoned on the next pass, as in the
+            # reference, whose driver wakes on settles and submissions only.)
+            await self._body(entry)
+        else:
+            self._bodies.submit(entry)
 
     async def _body(self, entry: _Entry) -> None:
         assert entry.prepared is not None
@@ -370,7 +382,13 @@ class SubDispatchDriver:
             self._settle(entry, True, final.value)
         if self._session is not None:
             self._pending_logs += 1
-            self._logs.submit((entry, final, time.perf_counter()))
+            job = (entry, final, time.perf_counter())
+            if self._sync_session and not self._rt._hooks.listeners(
+                "tools/code-dispatch-log", self._outer.agent
+            ):
+                await self._log_settle(job)
+            else:
+                self._logs.submit(job)
 
     def _forward(self, final: ToolExecutionResult) -> None:
         outer = self._outer
@@ -388,38 +406,7 @@ class SubDispatchDriver:
     async def _log_settle(self, job: tuple[_Entry, ToolExecutionResult, float]) -> None:
         entry, final, committed = job
         try:
-            dispatch = CodeDispatchLog(
-                exec=self._outer,
-                agent=self._outer.agent,
-                sub_call_id=entry.sub_call_id,
-                name=entry.name,
-                is_error=final.is_error,
-                content=final.content,
-            )
-
-            async def keep() -> Any:
-                return dispatch.content
-
-            try:
-                content = await self._rt._hooks.waterfall(
-                    "tools/code-dispatch-log", self._outer.agent, (dispatch,), keep
-                )
-                if content is not final.content:
-                    # A replacement must be a lossless block list; the finalised content
-                    # already is one.
-                    if not isinstance(content, (list, tuple)):
-                        raise TypeError(
-                            f"expected a list of content blocks, got {type(content).__name__}"
-                        )
-                    content = snapshot(list(content), freeze=False)
-            except Exception as exc:
-                _log.warning(
-                    "tools: code-dispatch-log listener failed for %s: %s; logging the original "
-                    "settled content",
-                    entry.name,
-                    error_message(exc),
-                )
-                content = final.content
+            content = await self._shape_log(entry, final)
             await self._append(
                 {
                     "type": "tool/code-dispatch",
@@ -442,6 +429,44 @@ class SubDispatchDriver:
         finally:
             self._pending_logs -= 1
             self._poke()
+
+    async def _shape_log(self, entry: _Entry, final: ToolExecutionResult) -> Any:
+        """The durable copy of a settled sub-result's content: the
+        ``tools/code-dispatch-log`` waterfall's output, or the original when a listener
+        fails (contained and logged)."""
+        hooks = self._rt._hooks
+        agent = self._outer.agent
+        if not hooks.listeners("tools/code-dispatch-log", agent):
+            return final.content
+        try:
+            dispatch = CodeDispatchLog(
+                exec=self._outer,
+                agent=self._outer.agent,
+                sub_call_id=entry.sub_call_id,
+                name=entry.name,
+                is_error=final.is_error,
+                content=final.content,
+            )
+
+            async def keep() -> Any:
+                return dispatch.content
+
+            content = await hooks.waterfall("tools/code-dispatch-log", agent, (dispatch,), keep)
+            if content is final.content:
+                return content
+            # A replacement must be a lossless block list; the finalised content already
+            # is one.
+            if not isinstance(content, (list, tuple)):
+                raise TypeError(f"expected a list of content blocks, got {type(content).__name__}")
+            return snapshot(list(content), freeze=False)
+        except Exception as exc:
+            _log.warning(
+                "tools: code-dispatch-log listener failed for %s: %s; logging the original "
+                "settled content",
+                entry.name,
+                error_message(exc),
+            )
+            return final.content
 
     async def _append(self, event: dict[str, Any]) -> None:
         if self._session is None:

@@ -93,9 +93,13 @@ class HookRegistry:
     def listeners(self, event: str, agent: Scope | None) -> list[Callable[..., Any]]:
         """The listeners of ``event`` that apply to a call made by ``agent`` (in order)."""
         entries = self._entries[event]
+        if not entries:
+            return []
         if event == "tools/change":
             return [e.listener for e in entries]
-        chain = set(map(id, agent.chain())) if agent is not None else set()
+        if agent is None:
+            return [e.listener for e in entries if e.owner is None]
+        chain = set(map(id, agent.chain()))
         return [e.listener for e in entries if e.owner is None or id(e.owner) in chain]
 
     async def waterfall(
@@ -107,6 +111,8 @@ class HookRegistry:
     ) -> Any:
         """Run ``event``'s chain for ``agent`` with ``args``; innermost ``next`` is ``default``."""
         chain = self.listeners(event, agent)
+        if not chain:
+            return await default()
 
         async def call(index: int) -> Any:
             if index >= len(chain):

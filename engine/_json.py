@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import re
 from typing import Any, NoReturn
 
@@ -40,9 +41,14 @@ def _frozen(*_a: Any, **_k: Any) -> NoReturn:
 
 
 class FrozenDict(dict[str, Any]):
-    """A ``dict`` that refuses mutation. Hashing is not supported (like ``dict``)."""
+    """A ``dict`` that refuses mutation. Hashing is not supported (like ``dict``).
 
-    __slots__ = ()
+    Instances built by ``snapshot`` are *sealed*: known lossless and deep-frozen, so a
+    later ``snapshot`` returns them as they are instead of copying again.
+    """
+
+    __slots__ = ("_sealed",)
+    _sealed: bool
     __setitem__ = __delitem__ = __ior__ = _frozen
     clear = pop = popitem = setdefault = update = _frozen
 
@@ -57,9 +63,10 @@ class FrozenDict(dict[str, Any]):
 
 
 class FrozenList(list[Any]):
-    """A ``list`` that refuses mutation."""
+    """A ``list`` that refuses mutation (sealed like ``FrozenDict`` when built by ``snapshot``)."""
 
-    __slots__ = ()
+    __slots__ = ("_sealed",)
+    _sealed: bool
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
     append = extend = insert = pop = remove = clear = sort = reverse = _frozen
 
@@ -102,11 +109,77 @@ def _check_scalar(value: Any, path: str) -> Any:
     raise LosslessJsonError(f"{path}: {type(value).__name__} is not a JSON value")
 
 
+class _Slow(Exception):
+    """The fast path met something it leaves to the exact (slow) path."""
+
+
+_MAX_FLOAT_INT = int(sys.float_info.max)
+_FAST_DEPTH = 200
+
+
+def _is_sealed(value: Any) -> bool:
+    return getattr(value, "_sealed", False) is True
+
+
+def _fast(value: Any, freeze: bool, depth: int) -> Any:
+    # Recursive, exact-type-only copy: the common case (small, plain JSON) at C-ish speed.
+    # Anything unusual (subclasses, lossy floats, deep nesting, cycles) raises _Slow and
+    # the iterative path redoes the work with precise error paths.
+    t = type(value)
+    if t is str or value is None or t is bool:
+        return value
+    if t is int:
+        if -_MAX_FLOAT_INT <= value <= _MAX_FLOAT_INT:
+            return value
+        raise _Slow
+    if t is float:
+        if value != value or value in (math.inf, -math.inf) or (
+            value == 0.0 and math.copysign(1.0, value) < 0
+        ):
+            raise _Slow
+        return value
+    if depth > _FAST_DEPTH:
+        raise _Slow
+    if t is dict or t is FrozenDict:
+        if freeze and t is FrozenDict and _is_sealed(value):
+            return value
+        out: dict[str, Any] = {}
+        for key, child in value.items():
+            if type(key) is not str:
+                raise _Slow
+            out[key] = _fast(child, freeze, depth + 1)
+        if not freeze:
+            return out
+        frozen_d = FrozenDict(out)
+        frozen_d._sealed = True
+        return frozen_d
+    if t is list or t is FrozenList:
+        if freeze and t is FrozenList and _is_sealed(value):
+            return value
+        items = [_fast(child, freeze, depth + 1) for child in value]
+        if not freeze:
+            return items
+        frozen_l = FrozenList(items)
+        frozen_l._sealed = True
+        return frozen_l
+    raise _Slow
+
+
 def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     """Return a detached copy of ``value`` (deep-frozen unless ``freeze=False``).
 
+    A sealed frozen value (built by an earlier ``snapshot``) is returned as is when
+    ``freeze`` is true: it is immutable and already known to be lossless.
     Raises ``LosslessJsonError`` naming the first offending path.
     """
+    try:
+        return _fast(value, freeze, 0)
+    except (_Slow, RecursionError):
+        pass
+    return _snapshot_slow(value, freeze=freeze, label=label)
+
+
+def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
     dict_t: type[dict[str, Any]] = FrozenDict if freeze else dict
     list_t: type[list[Any]] = FrozenList if freeze else list
     if not isinstance(value, (dict, list)):
@@ -154,6 +227,8 @@ def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
             built = dict_t((k, v) for k, v in out)
         else:
             built = list_t(v for _k, v in out)
+        if freeze:
+            built._sealed = True  # type: ignore[attr-defined]
         if stack:
             parent_out = stack[-1][2]
             k, _ = parent_out[-1]

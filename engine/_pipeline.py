@@ -287,7 +287,10 @@ class Pipeline:
             approval_cancelled = False
             if isinstance(gate, Ask):
                 gate, approval_cancelled = await self._ask(exec_, gate)
-            elif not isinstance(gate, (Allow, Deny)):
+            elif not isinstance(gate, (Allow, Deny)) or (
+                # Fail closed: a Deny without a string reason must not read as "no denial".
+                isinstance(gate, Deny) and not isinstance(gate.reason, str)
+            ):
                 raise TypeError(
                     f"tools/pre-execute returned {gate!r}; expected Allow(), Deny(reason) or "
                     "Ask(reason=None)"
@@ -306,7 +309,9 @@ class Pipeline:
     async def _ask(self, exec_: ToolExecution, ask: Ask) -> tuple[Allow | Deny, bool]:
         name = exec_.name
         if self.approval is None:
-            return Deny(ask.reason or f'tool "{name}" requires approval (not yet supported)'), False
+            # ``??`` in the reference: only an absent reason gets the default (``""`` stays).
+            default = f'tool "{name}" requires approval (not yet supported)'
+            return Deny(default if ask.reason is None else ask.reason), False
         if exec_.agent is None:
             return (
                 Deny(
@@ -537,17 +542,15 @@ class Pipeline:
             materialized = _materialize(result)
         except Exception as exc:
             materialized = _materialize(error_result(exc))
-        final: ToolExecutionResult
-        try:
-            finalizer = exec_._finalizer
-            candidate = materialized
-            if finalizer is not None:
+        final: ToolExecutionResult = materialized
+        finalizer = exec_._finalizer
+        if finalizer is not None:
+            try:
                 content = finalizer(exec_, materialized)
                 if content is not None:
-                    candidate = msgspec.structs.replace(materialized, content=content)
-            final = _materialize(candidate)
-        except Exception as exc:
-            final = _materialize(error_result(exc))
+                    final = _materialize(msgspec.structs.replace(materialized, content=content))
+            except Exception as exc:
+                final = _materialize(error_result(exc))
         exec_._freeze()
         await self._hooks.notify_result(exec_.agent, exec_, final)
         return final

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,14 @@ class Registry:
         run_code: Callable[[], ToolDefinition],
     ) -> None:
         self._hooks = hooks
+        # Views are cached per scope and invalidated by a version bumped on every layer
+        # mutation (all of them go through ``_apply``); run_code is re-checked per read
+        # because the code runtime (and so its language flavour) can be swapped.
+        self._version = 0
+        self._global_view: tuple[int, object, dict[str, ToolDefinition]] | None = None
+        self._views: weakref.WeakKeyDictionary[
+            Scope, tuple[int, object, dict[str, ToolDefinition]]
+        ] = weakref.WeakKeyDictionary()
         self.global_layer = Layer()
         self.default_mode = default_mode
         self._run_code = run_code
@@ -50,7 +59,13 @@ class Registry:
     def _apply(self, do: Callable[[], Disposer], notify: bool = True) -> Disposer:
         """Apply a layer mutation, emit ``tools/change`` (rolling back if a listener
         raises) and return an idempotent exact disposer."""
-        undo = do()
+        undo_inner = do()
+        self._version += 1
+
+        def undo() -> None:
+            undo_inner()
+            self._version += 1
+
         if notify:
             try:
                 self._hooks.emit_change()
@@ -249,7 +264,25 @@ class Registry:
         return inherited
 
     def view(self, scope: Scope | None) -> dict[str, ToolDefinition]:
-        """The tools ``scope`` sees, in presentation order (see module docstring)."""
+        """The tools ``scope`` sees, in presentation order (see module docstring).
+
+        The returned dict is cached and shared: callers must not mutate it.
+        """
+        run_code = self._run_code() if self.mode_for(scope) != "native" else None
+        hit = self._global_view if scope is None else self._views.get(scope)
+        if hit is not None and hit[0] == self._version and hit[1] is run_code:
+            return hit[2]
+        visible = self._compute_view(scope, run_code)
+        entry = (self._version, run_code, visible)
+        if scope is None:
+            self._global_view = entry
+        else:
+            self._views[scope] = entry
+        return visible
+
+    def _compute_view(
+        self, scope: Scope | None, run_code: ToolDefinition | None
+    ) -> dict[str, ToolDefinition]:
         inherited = self.inherited(scope)
         chain_layers = [s._layer for s in scope.chain()] if scope is not None else []
         visible = {
@@ -259,8 +292,8 @@ class Registry:
         }
         if scope is not None:
             visible.update(scope._layer.tools)
-        if self.mode_for(scope) != "native":
-            visible[RUN_CODE_NAME] = self._run_code()
+        if run_code is not None:
+            visible[RUN_CODE_NAME] = run_code
         return visible
 
     def get(self, name: str, scope: Scope | None) -> ToolDefinition | None:

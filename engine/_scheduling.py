@@ -44,9 +44,15 @@ def parse_arguments(raw: str) -> Any:
     if raw == "":
         return {}
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return raw
+
+
+def _reject_constant(name: str) -> Any:
+    # ``NaN``/``Infinity``/``-Infinity`` are not JSON (``JSON.parse`` rejects them); Python's
+    # ``json`` accepts them by default, which would turn a raw string into lossy arguments.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 class _Call:
@@ -102,7 +108,7 @@ class _Step:
             "turn": self.turn,
             "step": self.step,
             "callId": c.call.call_id,
-            "callSeq": c.seq,
+            "sourceEventSeqs": [c.seq] if c.seq is not None else [],
             "message": {
                 "role": "user",
                 "source": {"kind": "tool", "callId": c.call.call_id},
@@ -154,6 +160,41 @@ class _Step:
         self.wake = anyio.Event()
 
 
+async def _schedule(
+    rt: ToolRuntime,
+    state: _Step,
+    queue: deque[_Call],
+    signal: AbortSignal,
+    max_parallel: int,
+    tg: Any,
+) -> None:
+    commits: deque[_Call] = deque()
+    while queue or commits:
+        # Commit settled heads in model order first.
+        if commits and commits[0].dispatched is not None:
+            await state.commit(commits.popleft())
+            continue
+        if queue and not signal.aborted:
+            nxt = queue[0]
+            parallel = rt.execution_mode(nxt.input) == "parallel"
+            pool_parallel = all(c.parallel for c in commits)
+            running = sum(1 for c in commits if c.dispatched is None)
+            if parallel and pool_parallel and running < max_parallel:
+                queue.popleft()
+                nxt.parallel = True
+                commits.append(nxt)
+                await state.start(nxt, tg)
+                continue
+            if not parallel and not commits:
+                queue.popleft()
+                commits.append(nxt)
+                await state.start(nxt, tg)
+                continue
+        if not commits:
+            return  # aborted with nothing in flight
+        await state.sleep()
+
+
 async def run_tool_calls(
     rt: ToolRuntime,
     calls: list[ModelToolCall],
@@ -183,35 +224,21 @@ async def run_tool_calls(
         for i, call in enumerate(calls)
     )
     dispose = signal.add_listener(lambda _s: state.wake.set())
+    failure: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
-            commits: deque[_Call] = deque()
-            while queue or commits:
-                # Commit settled heads in model order first.
-                if commits and commits[0].dispatched is not None:
-                    await state.commit(commits.popleft())
-                    continue
-                if queue and not signal.aborted:
-                    nxt = queue[0]
-                    parallel = rt.execution_mode(nxt.input) == "parallel"
-                    pool_parallel = all(c.parallel for c in commits)
-                    running = sum(1 for c in commits if c.dispatched is None)
-                    if parallel and pool_parallel and running < max_parallel:
-                        queue.popleft()
-                        nxt.parallel = True
-                        commits.append(nxt)
-                        await state.start(nxt, tg)
-                        continue
-                    if not parallel and not commits:
-                        queue.popleft()
-                        commits.append(nxt)
-                        await state.start(nxt, tg)
-                        continue
-                if not commits:
-                    break  # aborted with nothing in flight
-                await state.sleep()
+            try:
+                await _schedule(rt, state, queue, signal, max_parallel, tg)
+            except Exception as exc:
+                # An internal failure (e.g. the session log refused an event) stops new
+                # starts; leaving the task group awaits the in-flight bodies. The error is
+                # re-raised as itself below, not wrapped in an ExceptionGroup, and no
+                # results are fabricated.
+                failure = exc
     finally:
         dispose()
+    if failure is not None:
+        raise failure
     # Never-started calls (abort): synthetic audit pairs, in model order.
     for c in queue:
         await state.log_call(c)

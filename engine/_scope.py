@@ -44,7 +44,7 @@ class Scope:
     this scope's durable events.
     """
 
-    __slots__ = ("_layer", "_runtime", "name", "parent", "session")
+    __slots__ = ("__weakref__", "_layer", "_runtime", "name", "parent", "session")
 
     def __init__(
         self,

@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import threading
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
-from ._json import LosslessJsonError, snapshot
+from ._json import LosslessJsonError, dumps_compact, snapshot
 
 __all__ = ["MemorySessionLog", "SessionLog", "SqliteSessionLog"]
 
@@ -81,6 +82,10 @@ _decoder = msgspec.json.Decoder()
 def _encode(event: dict[str, Any]) -> str:
     try:
         return _encoder.encode(event).decode("utf-8")
+    except RecursionError:
+        # Deeply nested events (5,000 levels are legal arguments) exceed msgspec's
+        # recursion guard; the engine's iterative writer produces the same compact JSON.
+        return dumps_compact(event)
     except UnicodeEncodeError:
         # A lone surrogate is valid in a Python str (and a JS string) but not in UTF-8.
         # JSON can still carry it as a \\uXXXX escape, as JS's JSON.stringify writes it,
@@ -91,6 +96,15 @@ def _encode(event: dict[str, Any]) -> str:
 def _decode(body: str) -> Any:
     try:
         return _decoder.decode(body)
+    except RecursionError:
+        # The C parsers guard depth with the interpreter's recursion limit; a deep event
+        # needs a higher one for the duration of this parse only.
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 4 * len(body) + 1000))
+        try:
+            return json.loads(body)
+        finally:
+            sys.setrecursionlimit(limit)
     except msgspec.DecodeError:
         # Rows written by the escape fallback above; msgspec rejects lone-surrogate escapes.
         return json.loads(body)

@@ -58,12 +58,22 @@ class SpillPolicy:
         self.max_inline_bytes = max_inline_bytes
 
     async def _bound(
-        self, content: Sequence[Mapping[str, Any]], name: str, label: str, call_id: str
+        self,
+        content: Sequence[Mapping[str, Any]],
+        name: str,
+        label: str,
+        call_id: str,
+        owner: Any,
     ) -> list[dict[str, Any]] | None:
         cap = self.max_inline_bytes
         assert cap is not None
         full = _all_text(content)
         if full is None or utf8_len(full) <= cap:
+            return None
+        if owner is None:
+            _log.warning(
+                "spill: no session owner for %s %s; keeping the inline content", name, label
+            )
             return None
         if self.store is None:
             _log.warning("spill: no store configured; keeping the %s result of %s", label, name)
@@ -76,7 +86,13 @@ class SpillPolicy:
             _log.warning("spill: saving the %s result of %s failed: %s", label, name, exc)
             return None
         preview = spill_preview(full, cap, locator, self.store.retrieval_hint)
-        return None if preview is None else [text(preview)]
+        if preview is None:
+            _log.warning(
+                "spill: the notice for %s exceeds max_inline_bytes; keeping the inline content",
+                name,
+            )
+            return None
+        return [text(preview)]
 
     def install(self, runtime: ToolRuntime) -> Callable[[], None]:
         """Install both arms globally; returns one disposer for both."""
@@ -92,21 +108,24 @@ class SpillPolicy:
                 or exec_.name == "read"
             ):
                 return decision
-            if exec_.agent is None:
-                return decision
-            content = result.content if decision.content is msgspec.UNSET else decision.content
-            bounded = await self._bound(content, exec_.name, "result", exec_.call_id)
+            replaced = decision.content
+            content = result.content if replaced is msgspec.UNSET or replaced is None else replaced
+            bounded = await self._bound(content, exec_.name, "result", exec_.call_id, exec_.agent)
             if bounded is None:
                 return decision
             return Accept(content=bounded, additional_contexts=decision.additional_contexts)
 
         async def dispatch_log(dispatch: Any, next_: Callable[[], Any]) -> Any:
             content = await next_()
-            bounded = await self._bound(content, dispatch.name, "dispatch", dispatch.sub_call_id)
+            bounded = await self._bound(
+                content, dispatch.name, "dispatch", dispatch.sub_call_id, dispatch.exec.agent
+            )
             return content if bounded is None else bounded
 
         off_post = runtime.on("tools/post-execute", post, prepend=True)
-        off_log = runtime.on("tools/code-dispatch-log", dispatch_log)
+        # Both arms are prepended (as in the reference): they bound whatever the other
+        # listeners of their waterfall settled on.
+        off_log = runtime.on("tools/code-dispatch-log", dispatch_log, prepend=True)
 
         def dispose() -> None:
             off_post()

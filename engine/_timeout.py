@@ -54,15 +54,23 @@ class TimeoutPolicy:
                     deadline.abort(ToolTimeoutError(_message(timeout_ms)))
 
             exec_.signal = AbortSignal.any([caller, deadline.signal])
+            failure: Exception | None = None
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(timer)
                     try:
                         result = await next_()
+                    except Exception as exc:
+                        # Re-raised outside the task group: raised inside it, an inner
+                        # wrapper's error would reach the pipeline as an ExceptionGroup
+                        # ("unhandled errors in a TaskGroup") instead of its own message.
+                        failure = exc
                     finally:
                         tg.cancel_scope.cancel()
             finally:
                 exec_.signal = caller
+            if failure is not None:
+                raise failure
             if fired:
                 return error_result(ToolTimeoutError(_message(timeout_ms)))
             return result  # type: ignore[no-any-return]

@@ -45,7 +45,7 @@ class _Tools:
 
     def __getitem__(self, name: str) -> Callable[..., Awaitable[Any]]:
         if name not in self._functions:
-            raise KeyError(f"unknown binding tools.{name}")
+            raise KeyError(f'unknown binding "tools.{name}"')
         fn = self._functions[name]
 
         async def call(args: Any = msgspec.UNSET) -> Any:
@@ -57,8 +57,10 @@ class _Tools:
         return call
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        if name.startswith("__"):
-            raise AttributeError(name)
+        # Attribute access to a missing tool is an AttributeError (so ``hasattr`` and
+        # ``getattr(tools, name, None)`` behave), with the reference's message.
+        if name.startswith("__") or name not in self._functions:
+            raise AttributeError(f'unknown binding "tools.{name}"')
         return self[name]
 
 

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
 
 from engine import (
     AbortController,
@@ -13,7 +14,6 @@ from engine import (
     ToolExecutionSuccess,
     ToolRuntime,
 )
-from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
 
 LOSSY_MESSAGE = "tool execution arguments must be losslessly JSON-serializable"
 

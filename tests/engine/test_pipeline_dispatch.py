@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
 
 from engine import (
     AbortController,
@@ -19,7 +20,6 @@ from engine import (
     ToolRuntime,
     text,
 )
-from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
 
 ABORTED = ("tool call aborted", "AbortError", "ABORTED")
 BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")

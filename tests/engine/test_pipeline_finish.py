@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, recorder
 
 from engine import (
     AbortController,
@@ -21,7 +22,6 @@ from engine import (
     ToolRuntime,
     text,
 )
-from pipeline_support import call, echo_tool, error_text, recorder
 
 LOSSY_RESULT = "tool result must be losslessly JSON-serializable"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, recorder
 
 from engine import (
     AbortController,
@@ -15,7 +16,6 @@ from engine import (
     ToolExecutionSuccess,
     ToolRuntime,
 )
-from pipeline_support import call, echo_tool, error_text, recorder
 
 BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
 
@@ -274,7 +274,7 @@ async def test_non_grant_outcomes_deny_with_distinct_reasons(outcome: str) -> No
     assert rec.events == ["post", "result"]
     assert bodies == []
     assert len(finalized) == 1
-    (exec_, reason), = approval.requests
+    ((exec_, reason),) = approval.requests
     assert reason == "please"
     assert exec_.name == "echo" and exec_.agent is agent
 
@@ -494,3 +494,24 @@ async def test_scoped_pre_execute_listener_sees_only_its_agents_calls() -> None:
     await rt.execute(call(agent=other))
     await rt.execute(call(agent=agent))
     assert seen == [agent]
+
+
+@pytest.mark.anyio
+async def test_an_empty_ask_reason_is_kept_as_the_denial() -> None:
+    # The default applies only to an absent reason (the reference's ``??``).
+    rt, bodies, _ = _runtime()
+    rt.on("tools/pre-execute", _deciding(Ask("")))
+    result = await rt.execute(call())
+    assert error_text(result) == ("", None, None, "Error: ")
+    assert bodies == []
+
+
+@pytest.mark.anyio
+async def test_a_deny_without_a_reason_fails_closed() -> None:
+    rt, bodies, _ = _runtime()
+    rt.on("tools/pre-execute", _deciding(Deny(None)))  # type: ignore[arg-type]
+    rec = recorder(rt)
+    result = await rt.execute(call())
+    assert error_text(result)[0].startswith("tools/pre-execute returned Deny(reason=None)")
+    assert rec.events == ["result"]
+    assert bodies == []

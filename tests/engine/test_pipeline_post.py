@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, recorder
 
 from engine import (
     AbortController,
     Accept,
     Block,
-    ToolExecutionSuccess,
     ToolDefinition,
+    ToolExecutionSuccess,
     ToolOutput,
     ToolRuntime,
     text,
 )
-from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
 
 ABORTED = ("tool call aborted", "AbortError", "ABORTED")
 BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
@@ -149,7 +148,10 @@ async def test_accept_content_on_a_failure_keeps_the_error() -> None:
 
 FEEDBACK_MESSAGES = [
     ([text("line one"), text("line two")], "line one\nline two"),
-    ([text("look:"), {"type": "image", "data": "AAAA", "mimeType": "image/png"}], "look:\n[image content]"),
+    (
+        [text("look:"), {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+        "look:\n[image content]",
+    ),
     ([], "tool result blocked by post-execute policy"),
     ([text("")], "tool result blocked by post-execute policy"),
     ([{"type": "resource", "uri": "x"}], "[resource content]"),
@@ -455,7 +457,9 @@ async def test_render_receives_frozen_arguments_and_value() -> None:
     async def body(_a: Any, _e: Any) -> Any:
         return {"k": [1]}
 
-    rt.register(echo_tool("t", body=body, output=ToolOutput(schema={"type": "json"}, render=render)))
+    rt.register(
+        echo_tool("t", body=body, output=ToolOutput(schema={"type": "json"}, render=render))
+    )
     result = await rt.execute(call("t"))
     assert result.content == [text("tuple of blocks is fine")]
     assert seen == [({"value": "hi"}, {"k": [1]})]

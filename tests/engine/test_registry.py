@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, raw_tool
 
 from engine import (
     JsonSchemaError,
@@ -16,7 +17,6 @@ from engine import (
     define_tool,
     text,
 )
-from pipeline_support import call, echo_tool, error_text, raw_tool
 
 RESERVED = (
     'tool name "run_code" is reserved for the Code Mode presentation transport and cannot be '
@@ -60,10 +60,14 @@ def test_register_requires_an_output_declaration(output: Any) -> None:
     )
     with pytest.raises(TypeError) as excinfo:
         rt.register(definition)
-    assert _message(excinfo) == 'tool "bad" must declare output { schema, render, presentationMeta? }'
+    assert (
+        _message(excinfo) == 'tool "bad" must declare output { schema, render, presentationMeta? }'
+    )
     with pytest.raises(TypeError) as excinfo:
         define_tool(name="bad", description="d", parameters={}, output=None, execute=len)  # type: ignore[arg-type]
-    assert _message(excinfo) == 'tool "bad" must declare output { schema, render, presentationMeta? }'
+    assert (
+        _message(excinfo) == 'tool "bad" must declare output { schema, render, presentationMeta? }'
+    )
     assert rt.get("bad") is None
 
 

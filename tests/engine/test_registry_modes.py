@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, recorder
 
 from engine import AbortController, ToolRuntime
 from engine.testing import InProcessRuntime
-from pipeline_support import call, echo_tool, error_text, recorder
 
 
 def route(name: str) -> str:

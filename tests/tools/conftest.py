@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from engine import (
@@ -41,7 +42,7 @@ class Harness:
         name: str,
         arguments: Any,
         *,
-        agent: Scope | None | str = "default",
+        agent: Scope | str | None = "default",
         signal: AbortSignal | None = None,
         parent: object | None = None,
     ) -> ToolExecutionResult:
@@ -69,6 +70,24 @@ class Harness:
         result = await self.call(name, arguments, **kw)
         assert result.is_error, result.to_json()
         return result
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (non-zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def all_gone(pids: list[int]) -> bool:
+    """Whether every pid has exited within ~3 s (a signalled process may take a moment)."""
+    for _ in range(150):
+        if not any(alive(pid) for pid in pids):
+            return True
+        await anyio.sleep(0.02)
+    return False
 
 
 def text_of(result: Any) -> str:

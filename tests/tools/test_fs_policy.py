@@ -50,7 +50,9 @@ async def test_edit_requires_a_read(policy_harness: Harness, workspace: Path) ->
     assert path.read_text() == "new\n"
 
 
-async def test_changes_on_disk_make_the_read_stale(policy_harness: Harness, workspace: Path) -> None:
+async def test_changes_on_disk_make_the_read_stale(
+    policy_harness: Harness, workspace: Path
+) -> None:
     path = workspace / "f.txt"
     path.write_text("v1\n")
     await policy_harness.ok("read", {"file_path": "f.txt"})

@@ -228,7 +228,9 @@ async def test_cards(harness: Harness, workspace: Path) -> None:
         "kind": "read",
         "locations": [{"path": "a.py", "line": 5}],
     }
-    assert tool.present_call({"file_path": "a.py", "offset": 7})["title"] == "Read a.py (from line 7)"
+    assert (
+        tool.present_call({"file_path": "a.py", "offset": 7})["title"] == "Read a.py (from line 7)"
+    )
     assert tool.present_call({"file_path": "a.py", "limit": 3})["title"] == "Read a.py (1 - 3)"
     assert tool.present_call({"file_path": "a.py"})["title"] == "Read a.py"
     (workspace / "a.py").write_text("print(1)\n")

@@ -1,5 +1,8 @@
 """``write`` and ``edit``: values, renders, line endings, errors, diff cards."""
 
+# Tests set up and inspect real files directly; blocking there is intended.
+# ruff: noqa: ASYNC240
+
 from __future__ import annotations
 
 import os
@@ -119,7 +122,11 @@ async def test_edit_replaces_one_match(harness: Harness, workspace: Path) -> Non
         "edit", {"file_path": "e.py", "old_string": "b = 2", "new_string": "b = 3"}
     )
     assert path.read_text() == "a = 1\nb = 3\n"
-    assert result.value == {"path": str(path), "before": "a = 1\nb = 2\n", "after": "a = 1\nb = 3\n"}
+    assert result.value == {
+        "path": str(path),
+        "before": "a = 1\nb = 2\n",
+        "after": "a = 1\nb = 3\n",
+    }
     assert text_of(result) == f"The file {path} has been updated successfully."
     assert result.meta == {
         "diffs": [{"path": str(path), "oldText": "a = 1\nb = 2\n", "newText": "a = 1\nb = 3\n"}]
@@ -166,9 +173,18 @@ async def test_edit_keeps_crlf_style_and_drops_bom(harness: Harness, workspace: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"file_path": "", "old_string": "a", "new_string": "b"}, "file_path must be a non-empty string"),
-        ({"file_path": "e", "old_string": "", "new_string": "b"}, "old_string must be a non-empty string"),
-        ({"file_path": "e", "old_string": "a", "new_string": "a"}, "old_string and new_string must differ"),
+        (
+            {"file_path": "", "old_string": "a", "new_string": "b"},
+            "file_path must be a non-empty string",
+        ),
+        (
+            {"file_path": "e", "old_string": "", "new_string": "b"},
+            "old_string must be a non-empty string",
+        ),
+        (
+            {"file_path": "e", "old_string": "a", "new_string": "a"},
+            "old_string and new_string must differ",
+        ),
     ],
 )
 async def test_edit_value_errors(harness: Harness, args: dict[str, object], message: str) -> None:
@@ -189,7 +205,10 @@ async def test_edit_value_errors(harness: Harness, args: dict[str, object], mess
     ],
 )
 async def test_edit_schema_errors(harness: Harness, args: dict[str, object], message: str) -> None:
-    assert error_of(await harness.fail("edit", args)) == (f"invalid arguments: {message}", "INVALID_ARGS")
+    assert error_of(await harness.fail("edit", args)) == (
+        f"invalid arguments: {message}",
+        "INVALID_ARGS",
+    )
 
 
 async def test_edit_file_errors(harness: Harness, workspace: Path) -> None:
@@ -207,11 +226,20 @@ async def test_edit_file_errors(harness: Harness, workspace: Path) -> None:
         "file, then retry",
         "FS_STALE_VERSION",
     )
-    assert await edit("d") == (f'cannot edit "{workspace / "d"}": not a regular file', "FS_NOT_REGULAR_FILE")
+    assert await edit("d") == (
+        f'cannot edit "{workspace / "d"}": not a regular file',
+        "FS_NOT_REGULAR_FILE",
+    )
     assert await edit("bin") == (f'cannot edit "{workspace / "bin"}": binary file', "FS_NOT_TEXT")
-    assert await edit("latin") == (f'cannot edit "{workspace / "latin"}": invalid UTF-8 text', "FS_NOT_TEXT")
+    assert await edit("latin") == (
+        f'cannot edit "{workspace / "latin"}": invalid UTF-8 text',
+        "FS_NOT_TEXT",
+    )
     failed = await harness.fail("edit", {"file_path": "t", "old_string": "nope", "new_string": "x"})
-    assert error_of(failed) == (f'old_string was not found in "{workspace / "t"}"', "FS_EDIT_NOT_FOUND")
+    assert error_of(failed) == (
+        f'old_string was not found in "{workspace / "t"}"',
+        "FS_EDIT_NOT_FOUND",
+    )
     assert (workspace / "t").read_text() == "hello\n"
 
 
@@ -224,7 +252,10 @@ async def test_edit_cards(harness: Harness, workspace: Path) -> None:
         "diffs": [{"path": "e", "oldText": "a", "newText": "b"}],
     }
     failed = await harness.fail("edit", {"file_path": "e", "old_string": "a", "new_string": "b"})
-    assert tool.present_result({"file_path": "e", "old_string": "a", "new_string": "b"}, failed) is None
+    assert (
+        tool.present_result({"file_path": "e", "old_string": "a", "new_string": "b"}, failed)
+        is None
+    )
 
 
 async def test_mutations_are_exclusive(harness: Harness) -> None:
@@ -234,7 +265,9 @@ async def test_mutations_are_exclusive(harness: Harness) -> None:
         ("write", {"file_path": "a", "content": ""}),
         ("edit", {"file_path": "a", "old_string": "a", "new_string": "b"}),
     ]:
-        call = ToolExecutionInput(call_id="c", name=name, arguments=args, signal=AbortController().signal)
+        call = ToolExecutionInput(
+            call_id="c", name=name, arguments=args, signal=AbortController().signal
+        )
         assert harness.rt.execution_mode(call) == "exclusive"
 
 
