@@ -89,43 +89,50 @@ def _run_code(rt: ToolRuntime, agent: Any, call_id: str) -> Any:
     )
 
 
-async def overhead(calls: int) -> tuple[float, float]:
-    """Seconds per native ``execute()`` and per sub-call, measured in one run."""
-    timings: dict[str, float] = {}
+async def overhead(calls: int, *, session: bool = True) -> tuple[float, float]:
+    """Seconds per native ``execute()`` and per sub-call, measured in one run.
+
+    Native calls and sub-calls are timed in interleaved blocks of 100 so that load on
+    the machine affects both sides alike. With ``session`` the calling scope has a
+    ``MemorySessionLog``, so every sub-call also appends its two dispatch events.
+    """
+    totals = {"native": 0.0, "code": 0.0}
+    block = 100
 
     async def program(tools: Any, print: Any) -> Any:
         signal = AbortController().signal
-        for i in range(50):  # warm both paths
-            await tools.noop({})
-            await rt.execute(
-                ToolExecutionInput(
-                    call_id=f"w{i}", name="noop", arguments={}, signal=signal, agent=agent
-                )
-            )
-        gc.collect()
-        start = time.perf_counter()
-        for i in range(calls):
-            await rt.execute(
+
+        def native(i: int) -> Any:
+            return rt.execute(
                 ToolExecutionInput(
                     call_id=f"n{i}", name="noop", arguments={}, signal=signal, agent=agent
                 )
             )
-        timings["native"] = time.perf_counter() - start
-        gc.collect()
-        start = time.perf_counter()
-        for _ in range(calls):
+
+        for i in range(50):  # warm both paths
             await tools.noop({})
-        timings["code"] = time.perf_counter() - start
+            await native(i)
+        gc.collect()
+        for first in range(0, calls, block):
+            n = min(block, calls - first)
+            start = time.perf_counter()
+            for i in range(n):
+                await native(first + i)
+            middle = time.perf_counter()
+            for _ in range(n):
+                await tools.noop({})
+            totals["native"] += middle - start
+            totals["code"] += time.perf_counter() - middle
         return None
 
     rt = ToolRuntime(mode="both", code_runtime=InProcessRuntime(program))
     rt.register(_noop_tool())
-    agent = rt.scope("bench", session=MemorySessionLog())
+    agent = rt.scope("bench", session=MemorySessionLog() if session else None)
     result = await _run_code(rt, agent, "overhead")
     assert not result.is_error, result
-    events = agent.session.events
-    assert len(events) == 2 * (calls + 50), len(events)
-    return timings["native"] / calls, timings["code"] / calls
+    if session:
+        assert len(agent.session.events) == 2 * (calls + 50)
+    return totals["native"] / calls, totals["code"] / calls
 
 
 async def fanout(cap: int) -> float:
@@ -149,22 +156,30 @@ async def fanout(cap: int) -> float:
     return elapsed["wall"]
 
 
+def _best(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return min(runs, key=lambda pair: pair[1] / pair[0])
+
+
 async def main(calls: int, repeat: int) -> bool:
-    runs = [await overhead(calls) for _ in range(repeat)]
-    best_native, best_code = min(runs, key=lambda pair: pair[1] / pair[0])
-    ratio = best_code / best_native
-    ok = ratio < OVERHEAD_TARGET
+    with_log = _best([await overhead(calls) for _ in range(repeat)])
+    without_log = _best([await overhead(calls, session=False) for _ in range(repeat)])
     print(f"Per-call overhead ({calls:,} sequential calls of a no-op tool; best of {repeat})")
-    print(f"  {'path':<28}{'per call':>12}{'ratio':>9}{'target':>9}")
-    print(f"  {'native rt.execute()':<28}{best_native * 1e6:>10.1f}us{1.0:>9.2f}")
-    print(
-        f"  {'run_code sub-call':<28}{best_code * 1e6:>10.1f}us{ratio:>9.2f}"
-        f"{'< 2.00':>9}  {'ok' if ok else 'MISS'}"
-    )
+    print(f"  {'path':<40}{'per call':>10}{'ratio':>8}{'target':>9}")
+    all_ok = True
+    for label, (native, code) in (
+        ("run_code sub-call, 2 session events", with_log),
+        ("run_code sub-call, no session", without_log),
+    ):
+        ratio = code / native
+        ok = ratio < OVERHEAD_TARGET
+        all_ok = all_ok and ok
+        print(f"  {'native rt.execute()':<40}{native * 1e6:>8.1f}us{1.0:>8.2f}")
+        print(
+            f"  {label:<40}{code * 1e6:>8.1f}us{ratio:>8.2f}{'< 2.00':>9}  {'ok' if ok else 'MISS'}"
+        )
     print()
     print(f"Fan-out ({FANOUT_CALLS} calls of a 10 ms parallel-safe tool; best of {repeat})")
-    print(f"  {'max_parallel_sub_calls':<24}{'wall':>10}{'ideal':>10}{'ratio':>9}{'target':>9}")
-    all_ok = ok
+    print(f"  {'max_parallel_sub_calls':<24}{'wall':>10}{'ideal':>10}{'ratio':>8}{'target':>9}")
     for cap in (1, 10, 100):
         wall = min([await fanout(cap) for _ in range(repeat)])
         ideal = math.ceil(FANOUT_CALLS / cap) * FANOUT_SLEEP_S
@@ -172,7 +187,7 @@ async def main(calls: int, repeat: int) -> bool:
         ok = ratio <= FANOUT_TARGET
         all_ok = all_ok and ok
         print(
-            f"  {cap:<24}{wall * 1e3:>8.1f}ms{ideal * 1e3:>8.1f}ms{ratio:>9.2f}"
+            f"  {cap:<24}{wall * 1e3:>8.1f}ms{ideal * 1e3:>8.1f}ms{ratio:>8.2f}"
             f"{'<= 1.15':>9}  {'ok' if ok else 'MISS'}"
         )
     return all_ok
@@ -181,7 +196,7 @@ async def main(calls: int, repeat: int) -> bool:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     options = parser.parse_args()
     passed = anyio.run(main, options.calls, options.repeat)

@@ -62,10 +62,17 @@ async def open_session(
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")
         SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)
-        toolset = await stack.enter_async_context(
-            first_party.open_toolset(workspace, spill_store=store, state_dir=state_dir)
-        )
-        toolset.install(runtime)
+        jobs = await stack.enter_async_context(first_party.JobManager())
+        fs_policy = first_party.FsObservationPolicy()
+        fs_policy.install(runtime)
+        for definition in first_party.default_tools(
+            workspace,
+            fs_policy=fs_policy,
+            jobs=jobs,
+            spill_store=store,
+            output_dir=state_dir / "output",
+        ):
+            runtime.register(definition)
         log = MemorySessionLog()
         scope = runtime.scope("cli", session=log)
         yield Session(runtime=runtime, scope=scope, log=log, workspace=workspace)

@@ -13,12 +13,14 @@ from ._errors import SearchError as SearchError
 from ._fs_policy import FsObservationPolicy as FsObservationPolicy
 from ._images import AttachmentStore as AttachmentStore
 from ._images import MemoryAttachmentStore as MemoryAttachmentStore
+from ._jobs import Job as Job
 from ._jobs import JobManager as JobManager
 
 __all__ = [
     "AttachmentStore",
     "FsError",
     "FsObservationPolicy",
+    "Job",
     "JobManager",
     "MemoryAttachmentStore",
     "SearchError",

@@ -7,21 +7,22 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine import ToolDefinition
-from engine._spill_store import LocalSpillStore
+from engine.policies import LocalSpillStore
 
 from ._bash import build_bash
 from ._config import ToolsConfig, runtime_dir
 from ._editor import build_str_replace_editor
+from ._glob import build_glob
+from ._grep import build_grep
 from ._images import MemoryAttachmentStore, build_read_image
 from ._job_tools import build_job_kill, build_job_list, build_job_output
 from ._paths import Workspace
 from ._read import build_read
-from ._search import build_glob, build_grep
 from ._todo import build_todo_write
 from ._write_edit import build_edit, build_write
 
 if TYPE_CHECKING:
-    from engine._spill_store import SpillStore
+    from engine.policies import SpillStore
 
     from ._fs_policy import FsObservationPolicy
     from ._images import AttachmentStore

@@ -12,7 +12,7 @@ record observations into it and lend it their workspace) and installing it on th
 
 from __future__ import annotations
 
-import weakref
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FsObservationPolicy"]
 
+_log = logging.getLogger("tools.fs_policy")
+
 _REMEDY_READ = " — read the file, then retry"
 _REMEDY_REREAD = " — re-read the file, then retry"
 
@@ -46,11 +48,12 @@ class FsObservationPolicy:
     """
 
     def __init__(self) -> None:
-        self._by_scope: weakref.WeakKeyDictionary[object, dict[str, _Observation]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # Keyed by scope identity. Scopes cannot be weakly referenced (slotted), so the
+        # policy keeps its scopes' observations for as long as the policy itself lives.
+        self._by_scope: dict[int, tuple[object, dict[str, _Observation]]] = {}
         self._agentless: dict[str, _Observation] = {}
         self._workspace: Workspace | None = None
+        self._warned = False
 
     # -- recording (called by the tools) -------------------------------------------------
 
@@ -66,11 +69,11 @@ class FsObservationPolicy:
     def _bucket(self, agent: object | None) -> dict[str, _Observation]:
         if agent is None:
             return self._agentless
-        bucket = self._by_scope.get(agent)
-        if bucket is None:
-            bucket = {}
-            self._by_scope[agent] = bucket
-        return bucket
+        entry = self._by_scope.get(id(agent))
+        if entry is None or entry[0] is not agent:
+            entry = (agent, {})
+            self._by_scope[id(agent)] = entry
+        return entry[1]
 
     def observe_present(self, agent: object | None, real: str, version: FileVersion) -> None:
         """Record that ``agent`` saw ``real`` at ``version``."""
@@ -97,7 +100,15 @@ class FsObservationPolicy:
     async def check(self, name: str, arguments: object, agent: object | None) -> str | None:
         """The denial reason for this call, or ``None`` to let it through."""
         workspace = self._workspace
-        if workspace is None or not isinstance(arguments, Mapping):
+        if workspace is None:
+            if not self._warned:
+                self._warned = True
+                _log.warning(
+                    "FsObservationPolicy is installed but no tools record into it; pass it "
+                    "to tools.default_tools(..., fs_policy=policy)"
+                )
+            return None
+        if not isinstance(arguments, Mapping):
             return None
         if name == "write":
             kind = "write"

@@ -53,8 +53,17 @@ class BashProcess:
         self.process: anyio.abc.Process | None = None
 
     async def start(self) -> None:
-        """Spawn the child (raises ``OSError`` when that fails)."""
-        self.process = await anyio.open_process(
+        """Spawn the child (raises ``OSError`` when that fails).
+
+        Shielded: a cancellation landing mid-spawn would leave a child that ``run`` never
+        sees (asyncio would kill only the direct child, not the group it may have grown).
+        Callers enter ``run`` right after, whose cleanup then owns the whole group.
+        """
+        with anyio.CancelScope(shield=True):
+            self.process = await self._spawn()
+
+    async def _spawn(self) -> anyio.abc.Process:
+        return await anyio.open_process(
             ["bash", "-c", self.command],
             cwd=self.cwd,
             env=self.env,

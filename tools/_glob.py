@@ -1,0 +1,187 @@
+"""``glob``: files matching a glob pattern, on ripgrep (tool-outputs.md §5)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engine import ToolDefinition, ToolOutput, define_tool, text
+
+from ._catalog import catalog_entry, parameter_spec
+from ._common import arg, is_blank
+from ._config import ToolsConfig
+from ._rg import run_rg
+from ._search import (
+    GLOB_UNSAVED,
+    VCS_DIRS,
+    Spills,
+    bounded,
+    check_path,
+    search_card,
+    workdir_relative,
+)
+
+__all__ = ["build_glob", "glob_page"]
+
+_GLOB_OUTPUT = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "root": {"type": "string", "required": True},
+        "paths": {"type": "array", "items": {"type": "string"}, "required": True},
+    },
+}
+
+
+def _group_key(root: str) -> Callable[[str], str]:
+    """The top-level entry of a path relative to ``root`` (leading separators stripped)."""
+    prefix = "" if root in (".", "") else root.rstrip("/") + "/"
+
+    def key(path: str) -> str:
+        rel = path[len(prefix) :] if prefix and path.startswith(prefix) else path
+        while rel.startswith("./"):
+            rel = rel[2:]
+        return rel.lstrip("/").partition("/")[0]
+
+    return key
+
+
+def glob_page(paths: Sequence[str], root: str, cap: int) -> tuple[list[str], int, int]:
+    """The sampled page of an over-cap result: ``(page, groups shown, total groups)``.
+
+    Round-robin across top-level entries (groups in first-appearance order, each group's
+    picks in modification-time order), then printed group by group.
+    """
+    key = _group_key(root)
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        group = key(path)
+        members = groups.get(group)
+        if members is None:
+            groups[group] = [path]
+        else:
+            members.append(path)
+    sizes = [len(members) for members in groups.values()]
+    # Round-robin picks: with g groups, k full rounds give each group min(size, k) paths.
+    taken = [0] * len(sizes)
+    remaining = min(cap, len(paths))
+    while remaining > 0:
+        open_groups = [i for i, size in enumerate(sizes) if taken[i] < size]
+        if len(open_groups) <= remaining:
+            for i in open_groups:
+                taken[i] += 1
+            remaining -= len(open_groups)
+        else:
+            for i in open_groups[:remaining]:
+                taken[i] += 1
+            remaining = 0
+    page = [path for i, members in enumerate(groups.values()) for path in members[: taken[i]]]
+    return page, sum(1 for t in taken if t), len(sizes)
+
+
+def _glob_text(value: Any, cap: int, recovery: str) -> tuple[str, list[str]]:
+    paths: list[str] = value["paths"]
+    total = len(paths)
+    if total == 0:
+        return "No files found", []
+    if total <= cap:
+        return "\n".join(paths), list(paths)
+    page, shown, groups = glob_page(paths, value["root"], cap)
+    if groups == total:
+        basis = "."
+    else:
+        basis = (
+            f", sampled across {shown} of the {groups} top-level entries this pattern matched "
+            "instead of taken in modification-time order."
+        )
+        if shown < groups:
+            basis += " Narrow path to inspect a specific subtree."
+    footer = f"(Showing {len(page)} of {total} paths{basis} {recovery})"
+    return "\n".join(page) + "\n\n" + footer, page
+
+
+def build_glob(cfg: ToolsConfig) -> ToolDefinition:
+    """The ``glob`` tool bound to ``cfg``."""
+    entry = catalog_entry("glob")
+    cap = cfg.glob_max_results
+    description = entry["description"]
+    if cap != 100:
+        description = description.replace("Up to 100 paths", f"Up to {cap} paths").replace(
+            "returns 100 paths", f"returns {cap} paths"
+        )
+    spills = Spills(cfg, GLOB_UNSAVED, "Full sorted result stored at:")
+    last: list[tuple[Any, tuple[str, list[str]]]] = []
+
+    def page_of(value: Any) -> tuple[str, list[str]]:
+        # render and presentation_meta both need the page of the same frozen value; keep the
+        # last one so a large result is sampled once (holding it keeps the identity valid).
+        if last and last[0][0] is value:
+            return last[0][1]
+        computed = _glob_text(value, cap, GLOB_UNSAVED)
+        last[:] = [(value, computed)]
+        return computed
+
+    async def execute(args: Any, ctx: Any) -> Any:
+        pattern = args["pattern"]
+        if is_blank(pattern):
+            raise ValueError("pattern must be a non-empty string")
+        path = check_path(cfg, args)
+        argv = ["--no-config", "--files", f"--glob={pattern}", "--sort=modified"]
+        argv += ["--no-ignore", "--hidden"]
+        for vcs in VCS_DIRS:
+            argv += [f"--glob=!**/{vcs}", f"--glob=!**/{vcs}/**"]
+        if path is not None:
+            argv += ["--", path]
+        out = await run_rg(
+            argv,
+            cwd=cfg.workspace.root,
+            signal=ctx.signal,
+            tool="glob",
+            raw_cap=cfg.raw_output_max_bytes,
+            stderr_cap=cfg.stderr_max_bytes,
+        )
+        raw = out.stdout.decode("utf-8", "replace")
+        paths = raw.split("\n")
+        if paths and not paths[-1]:
+            paths.pop()
+        if path is not None and os.path.isabs(path):
+            # Only an absolute search path makes ripgrep print absolute paths.
+            paths = [workdir_relative(cfg, p) for p in paths]
+        root = "." if path is None else workdir_relative(cfg, path)
+        value = {"root": root, "paths": paths}
+        if len(paths) > cap:
+            await spills.save(ctx, "\n".join(paths), "glob-results.txt")
+        return value
+
+    def render(args: Any, value: Any) -> list[dict[str, Any]]:
+        return [text(page_of(value)[0])]
+
+    def meta(args: Any, value: Any) -> Any:
+        _text, page = page_of(value)
+        total = len(value["paths"])
+
+        def make(items: list[str], cut: bool) -> dict[str, Any]:
+            truncated = cut or total > len(page)
+            return {"shape": "paths", "paths": items, "truncated": truncated, "total": total}
+
+        return bounded(page, cfg.search_meta_max_bytes, make)[0]
+
+    def present_call(args: Any) -> Any:
+        title = f"Glob {args['pattern']}"
+        if isinstance(arg(args, "path"), str):
+            title += f" in {args['path']}"
+        return {"card": "generic", "title": title, "kind": "search", "rawInput": args["pattern"]}
+
+    return define_tool(
+        name=entry["name"],
+        description=description,
+        parameters=parameter_spec("glob"),
+        output=ToolOutput(schema=_GLOB_OUTPUT, render=render, presentation_meta=meta),
+        execute=execute,
+        is_concurrency_safe=lambda args: True,
+        timeout_ms=cfg.search_timeout_ms,
+        finalize_content=spills.finalize,
+        present_call=present_call,
+        present_result=search_card,
+    )

@@ -1,0 +1,271 @@
+"""``grep``: matching lines, on ripgrep's ``--json`` output (tool-outputs.md §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from engine import ToolDefinition, ToolOutput, define_tool, text
+
+from ._catalog import catalog_entry, parameter_spec
+from ._common import arg, is_blank
+from ._config import ToolsConfig
+from ._errors import SearchError
+from ._rg import run_rg
+from ._search import GREP_UNSAVED, Spills, bounded, check_path, search_card, workdir_relative
+from ._text import utf8_head
+
+__all__ = ["build_grep", "parse_matches", "render_grep_text"]
+
+_GREP_OUTPUT = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matches": {
+            "type": "array",
+            "required": True,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "path": {"type": "string", "required": True},
+                    "lineNumber": {"type": "integer", "required": True},
+                    "line": {"type": "string", "required": True},
+                },
+            },
+        }
+    },
+}
+
+
+class _Text(msgspec.Struct):
+    text: str | None = None
+    bytes: str | None = None
+
+
+class _Data(msgspec.Struct):
+    path: _Text | None = None
+    lines: _Text | None = None
+    line_number: int | None = None
+
+
+class _Record(msgspec.Struct):
+    type: str
+    data: _Data | None = None
+
+
+_RECORDS = msgspec.json.Decoder(list[_Record])
+
+
+def _malformed(detail: str) -> SearchError:
+    return SearchError(f"grep received malformed ripgrep --json output ({detail})", "SEARCH_FAILED")
+
+
+def _diagnose(lines: list[bytes]) -> SearchError:
+    """The reference's detail for the first malformed line (slow path, errors only)."""
+    for line in lines:
+        try:
+            record = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return _malformed("a line is not JSON")
+        if not isinstance(record, dict):
+            return _malformed("a record is not an object")
+        if record.get("type") != "match":
+            continue
+        data = record.get("data")
+        if not isinstance(data, dict):
+            return _malformed("a match record has no data")
+        path = data.get("path")
+        if not isinstance(path, dict) or not isinstance(path.get("text"), str):
+            return _malformed("a match record has no path text")
+        if not isinstance(data.get("line_number"), int):
+            return _malformed("a match record has no line number")
+        content = data.get("lines")
+        if not isinstance(content, dict):
+            return _malformed("a match record has no line content")
+        if not isinstance(content.get("text"), str) and not isinstance(content.get("bytes"), str):
+            return _malformed("a match record has neither line text nor bytes")
+    return _malformed("a line is not JSON")
+
+
+def parse_matches(cfg: ToolsConfig, stdout: bytes) -> list[dict[str, Any]]:
+    lines = [line for line in stdout.split(b"\n") if line]
+    if not lines:
+        return []
+    # Only match records matter. ripgrep writes "type" first in every per-file record, so
+    # begin/end records (the bulk of the bytes, with their stats) are skipped undecoded;
+    # anything else (the summary, which leads with "data", or a malformed line) is decoded.
+    wanted = [
+        line
+        for line in lines
+        if not (line.startswith(b'{"type":"begin"') or line.startswith(b'{"type":"end"'))
+    ]
+    try:
+        records = _RECORDS.decode(b"[" + b",".join(wanted) + b"]")
+    except msgspec.DecodeError:
+        raise _diagnose(lines) from None
+    matches: list[dict[str, Any]] = []
+    relative: dict[str, str] = {}
+    for record in records:
+        if record.type != "match":
+            continue
+        data = record.data
+        if data is None:
+            raise _diagnose(lines)
+        if data.path is None or data.path.text is None:
+            raise _malformed("a match record has no path text")
+        if data.line_number is None:
+            raise _malformed("a match record has no line number")
+        if data.lines is None:
+            raise _malformed("a match record has no line content")
+        line = data.lines.text
+        if line is None:
+            if data.lines.bytes is None:
+                raise _malformed("a match record has neither line text nor bytes")
+            line = "(line is not valid UTF-8)"
+        elif line.endswith("\n"):
+            line = line[:-2] if line.endswith("\r\n") else line[:-1]
+        raw_path = data.path.text
+        path = relative.get(raw_path)
+        if path is None:
+            path = relative[raw_path] = workdir_relative(cfg, raw_path)
+        matches.append({"path": path, "lineNumber": data.line_number, "line": line})
+    return matches
+
+
+def _preview(line: str, max_bytes: int) -> str:
+    if len(line) * 4 <= max_bytes:
+        return line
+    data = line.encode("utf-8")
+    if len(data) <= max_bytes:
+        return line
+    return utf8_head(data, max_bytes).decode("utf-8") + " (line truncated)"
+
+
+def _grouped(matches: Sequence[dict[str, Any]], max_bytes: int) -> dict[str, list[dict[str, Any]]]:
+    files: dict[str, list[dict[str, Any]]] = {}
+    for match in matches:
+        files.setdefault(match["path"], []).append(
+            {"lineNumber": match["lineNumber"], "line": _preview(match["line"], max_bytes)}
+        )
+    return files
+
+
+def _format_groups(files: dict[str, list[dict[str, Any]]]) -> str:
+    return "\n\n".join(
+        path + "".join(f"\nLine {m['lineNumber']}: {m['line']}" for m in rows)
+        for path, rows in files.items()
+    )
+
+
+def _found(total: int) -> str:
+    return f"Found {total} match" if total == 1 else f"Found {total} matches"
+
+
+def render_grep_text(
+    matches: Sequence[dict[str, Any]], cap: int, max_bytes: int, recovery: str
+) -> str:
+    """The inline ``grep`` rendering (header, grouped rows, recovery note when capped)."""
+    total = len(matches)
+    if total == 0:
+        return "No matches found"
+    if total <= cap:
+        return f"{_found(total)}\n\n{_format_groups(_grouped(matches, max_bytes))}"
+    body = _format_groups(_grouped(matches[:cap], max_bytes))
+    return f"Found {cap} of {total} matches\n\n{body}\n\n({recovery})"
+
+
+def _check_include(include: Any) -> str | None:
+    if include is None:
+        return None
+    if is_blank(include):
+        raise ValueError("include must be a non-empty glob when given")
+    if include.strip().startswith("!"):
+        raise ValueError(
+            'include must be a positive glob filter; negated patterns ("!…") are not supported'
+        )
+    depth = 0
+    for ch in include:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            raise ValueError(
+                "include must be one glob, not a comma-separated list (use {a,b} alternation instead)"
+            )
+    return str(include)
+
+
+def build_grep(cfg: ToolsConfig) -> ToolDefinition:
+    """The ``grep`` tool bound to ``cfg``."""
+    entry = catalog_entry("grep")
+    cap = cfg.grep_max_matches
+    line_bytes = cfg.grep_max_line_bytes
+    description = entry["description"]
+    if cap != 250:
+        description = description.replace("first 250 matches", f"first {cap} matches")
+    spills = Spills(cfg, GREP_UNSAVED, "Full grep result stored at:")
+
+    async def execute(args: Any, ctx: Any) -> Any:
+        pattern = args["pattern"]
+        if pattern == "":
+            raise ValueError("pattern must be a non-empty string")
+        path = check_path(cfg, args)
+        include = _check_include(arg(args, "include"))
+        argv = ["--no-config", "--json", f"--regexp={pattern}"]
+        if include is not None:
+            argv.append(f"--glob={include}")
+        if path is not None:
+            argv += ["--", path]
+        out = await run_rg(
+            argv,
+            cwd=cfg.workspace.root,
+            signal=ctx.signal,
+            tool="grep",
+            raw_cap=cfg.raw_output_max_bytes,
+            stderr_cap=cfg.stderr_max_bytes,
+        )
+        matches = parse_matches(cfg, out.stdout)
+        if len(matches) > cap:
+            full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"
+            await spills.save(ctx, full, "grep-results.txt")
+        return {"matches": matches}
+
+    def render(args: Any, value: Any) -> list[dict[str, Any]]:
+        return [text(render_grep_text(value["matches"], cap, line_bytes, GREP_UNSAVED))]
+
+    def meta(args: Any, value: Any) -> Any:
+        matches = value["matches"]
+        total = len(matches)
+        files = list(_grouped(matches[:cap], line_bytes).items())
+
+        def make(items: list[tuple[str, Any]], cut: bool) -> dict[str, Any]:
+            groups = [{"path": path, "matches": rows} for path, rows in items]
+            truncated = cut or total > cap
+            return {"shape": "matches", "files": groups, "truncated": truncated, "total": total}
+
+        return bounded(files, cfg.search_meta_max_bytes, make)[0]
+
+    def present_call(args: Any) -> Any:
+        title = f"Grep {args['pattern']}"
+        if isinstance(arg(args, "path"), str):
+            title += f" in {args['path']}"
+        if isinstance(arg(args, "include"), str):
+            title += f" ({args['include']})"
+        return {"card": "generic", "title": title, "kind": "search", "rawInput": args["pattern"]}
+
+    return define_tool(
+        name=entry["name"],
+        description=description,
+        parameters=parameter_spec("grep"),
+        output=ToolOutput(schema=_GREP_OUTPUT, render=render, presentation_meta=meta),
+        execute=execute,
+        is_concurrency_safe=lambda args: True,
+        timeout_ms=cfg.search_timeout_ms,
+        finalize_content=spills.finalize,
+        present_call=present_call,
+        present_result=search_card,
+    )
