@@ -61,6 +61,14 @@ RUN_CODE_FLAVORS: dict[str, tuple[str, str]] = {
     ),
 }
 
+# What JS ``String.prototype.trim`` removes (WhiteSpace and LineTerminator), so a blank
+# description is judged as the reference judges it (``str.strip()`` differs: it also
+# strips U+001C-U+001F and U+0085 but keeps U+FEFF).
+_JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
 _OUTPUT_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -119,7 +127,7 @@ def make_run_code_tool(runtime: ToolRuntime, language: str) -> ToolDefinition:
             from ._errors import ToolArgsError
 
             raise ToolArgsError(f"invalid arguments: {'; '.join(problems)}", problems)
-        if not args["description"].strip():
+        if not args["description"].strip(_JS_WHITESPACE):
             raise ValueError("invalid description: expected a non-empty string")
         code_runtime = runtime._require_code_runtime(runtime._registry.mode_for(ctx.agent))
         return await _run(runtime, code_runtime, args["code"], ctx)

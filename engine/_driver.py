@@ -19,10 +19,15 @@ An exclusive call holds its barrier through its commit. After each commit the lo
 while more than the cap of log appends are pending (backpressure that never delays the
 value already delivered to the program).
 
-Bodies and settle-event appends run in worker tasks of the run's task group that are
-reused from one sub-call to the next (spawning a task per sub-call cost more than the
-rest of the driver's bookkeeping); there are never more body workers than bodies that
-overlapped, and the workers end when the run drains.
+Where the work runs (an implementation choice; the observable order above is the
+contract): parallel bodies and settle-event appends run in worker tasks of the run's task
+group that are reused from one sub-call to the next (spawning a task per sub-call cost
+more than the rest of the driver's bookkeeping; there are never more body workers than
+bodies that overlapped, and workers end when the run drains). An exclusive body runs in
+the lane itself, since nothing else may start or commit until it has committed. A settle
+event whose session is a built-in log (``append`` never yields) and that has no
+``tools/code-dispatch-log`` listener is appended in the lane right after the program got
+its value, as the reference's synchronous append is.
 """
 
 from __future__ import annotations

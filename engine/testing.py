@@ -104,7 +104,12 @@ class InProcessRuntime:
         logs: list[str] = []
 
         def print_(*args: Any, sep: str = " ", end: str = "\n") -> None:
-            logs.extend((sep.join(str(a) for a in args) + end).splitlines())
+            # One entry per "\n"-terminated line (``str.splitlines`` would also split on
+            # \r, \x0b, \x1c-\x1e, \x85, U+2028/2029, which print never treats as lines).
+            lines = (sep.join(str(a) for a in args) + end).split("\n")
+            if len(lines) > 1 and lines[-1] == "":
+                lines.pop()
+            logs.extend(lines)
 
         tools = _Tools(request.bindings[0].functions) if request.bindings else _Tools({})
         outcome: dict[str, Any] = {}

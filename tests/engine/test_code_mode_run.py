@@ -52,7 +52,7 @@ async def test_non_object_arguments_are_invalid_args() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("blank", ["", "   ", "\n\t"])
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t", "\u00a0\u3000\ufeff\u2028"])
 async def test_blank_description_is_a_plain_error(blank: str) -> None:
     rt, runtime = code_rt()
     result = await run_code(rt, description=blank)
@@ -60,6 +60,19 @@ async def test_blank_description_is_a_plain_error(blank: str) -> None:
     assert result.error.info is None
     assert error_text(result) == "Error: invalid description: expected a non-empty string"
     assert runtime.runs == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", ["\x1c", "\x85", "a"])
+async def test_description_blankness_follows_js_trim(kept: str) -> None:
+    rt, runtime = code_rt(program=None)
+    result = await run_code(rt, description=kept)
+    # Not blank for JS trim (Python's str.strip would call U+001C/U+0085 blank): the
+    # run proceeds (and fails only because no program is registered).
+    assert result.error.message == (
+        "code run failed (exception): no program registered for this text"
+    )
+    assert runtime.runs == 1
 
 
 @pytest.mark.anyio

@@ -93,10 +93,7 @@ async def test_null_arguments_are_dispatched_and_fail_validation() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    "durable",
-    [False, True],
-)
+@pytest.mark.parametrize("durable", [False, True])
 async def test_deep_arguments_are_dispatched_and_logged(durable: bool) -> None:
     depth = 5000
 

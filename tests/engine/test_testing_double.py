@@ -67,10 +67,20 @@ async def test_print_records_one_entry_per_line() -> None:
         print("two\nlines")
         print()
         print("x", "y", sep="-")
+        print("no newline", end="")
+        print("keeps\r and \u2028 inside")
         return NO_VALUE
 
     result = await InProcessRuntime(program).run(request())
-    assert result.logs == ["a 1 None", "two", "lines", "", "x-y"]
+    assert result.logs == [
+        "a 1 None",
+        "two",
+        "lines",
+        "",
+        "x-y",
+        "no newline",
+        "keeps\r and \u2028 inside",
+    ]
     assert not result.has_value and result.error is None
 
 
