@@ -123,10 +123,10 @@ class MemorySessionLog:
 
     async def append(self, event: dict[str, Any]) -> int:
         """Validate and store ``event``; return its 0-based sequence number."""
+        # The lossless snapshot is the whole check: every lossless value encodes (deep
+        # and lone-surrogate events take _encode's fallbacks), so a memory log accepts
+        # exactly what a SQLite log accepts without paying for an encode per event.
         frozen = _validate(event)
-        # Encoding is only a check here, so a memory log accepts exactly what a SQLite
-        # log accepts.
-        _encode(frozen)
         with self._lock:
             if self._closed:
                 raise RuntimeError("session log is closed")
