@@ -32,7 +32,9 @@ _err = Console(stderr=True)
 
 LangOption = Annotated[
     str | None,
-    typer.Option("--lang", "-l", help="Program language: python or typescript (default: by extension)."),
+    typer.Option(
+        "--lang", "-l", help="Program language: python or typescript (default: by extension)."
+    ),
 ]
 WorkspaceOption = Annotated[
     Path,
@@ -65,7 +67,8 @@ def run(
         bool, typer.Option("--json", help="Print one JSON object: result, error and events.")
     ] = False,
     description: Annotated[
-        str | None, typer.Option("--description", "-d", help="What the program does (shown in logs).")
+        str | None,
+        typer.Option("--description", "-d", help="What the program does (shown in logs)."),
     ] = None,
 ) -> None:
     """Run one program in code mode against the built-in tools; print the result content."""

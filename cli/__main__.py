@@ -1,0 +1,7 @@
+"""``python -m cli`` runs the ``codemode`` command."""
+
+from __future__ import annotations
+
+from . import main
+
+main()

@@ -1,0 +1,112 @@
+"""The ``codemode`` command, run as a real subprocess against real sandboxes and tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def codemode(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd or ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(EXAMPLES / "workspace", ws)
+    return ws
+
+
+def test_run_bundled_example_prints_the_rendered_result(workspace: Path) -> None:
+    proc = codemode("run", str(EXAMPLES / "summarize_workspace.py"), "--workspace", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("4 files in the workspace\n")
+    assert '"src/inventory.py:7"' in proc.stdout
+    assert '"totalLines": 30' in proc.stdout
+
+
+def test_json_output_is_one_object_with_value_and_dispatch_events(workspace: Path) -> None:
+    program = 'r = await tools.grep({"pattern": "TODO"})\nprint(len(r["matches"]))\nreturn 3.0'
+    proc = codemode("run", "-", "-w", str(workspace), "--json", stdin=program)
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert set(payload) == {"isError", "content", "value", "error", "events"}
+    assert payload["isError"] is False
+    assert payload["error"] is None
+    assert payload["value"] == {"logs": ["4"], "result": 3}
+    assert payload["content"] == [{"type": "text", "text": "4\n3"}]
+    types = [e["type"] for e in payload["events"]]
+    assert types == ["tool/code-dispatch-start", "tool/code-dispatch"]
+    start, settle = payload["events"]
+    assert start["name"] == "grep" and start["arguments"] == {"pattern": "TODO"}
+    assert settle["subCallId"] == start["subCallId"] == "cli-1:code:1"
+    assert settle["isError"] is False
+
+
+def test_program_failure_exits_1_with_the_error_code(workspace: Path) -> None:
+    proc = codemode("run", "-", "-w", str(workspace), "--json", stdin="raise ValueError('boom')")
+    assert proc.returncode == 1
+    payload = json.loads(proc.stdout)
+    assert payload["isError"] is True
+    assert payload["value"] is None
+    assert payload["error"]["code"] == "CODE_RUN_FAILED"
+    assert payload["error"]["message"].startswith("code run failed (exception): Traceback")
+    assert payload["error"]["message"].endswith("ValueError: boom")
+
+
+def test_tool_failures_reach_the_program_as_tool_call_error(workspace: Path) -> None:
+    proc = codemode("run", str(EXAMPLES / "handle_errors.py"), "-w", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    first, count = proc.stdout.strip().splitlines()
+    assert first.startswith("read failed (FS_NOT_FOUND): ")
+    assert count == "2"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.py"], "program file 'missing.py' not found"),
+        (["run", "-", "--lang", "ruby"], "unknown language 'ruby'"),
+        (["run", "-", "--workspace", "/nonexistent-dir"], "is not a directory"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    proc = codemode(*args, stdin="return 1")
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_sdk_prints_the_python_sdk_for_the_catalog(workspace: Path) -> None:
+    proc = codemode("sdk", "-w", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert "`run_code` is the only tool you can call directly" in proc.stdout
+    assert "```python" in proc.stdout
+    for name in ("async def read(", "async def grep(", "async def bash(", "async def todo_write("):
+        assert name in proc.stdout
+
+
+def test_tools_lists_the_catalog(workspace: Path) -> None:
+    proc = codemode("tools", "-w", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    for name in ("read", "write", "edit", "glob", "grep", "bash", "job_list", "todo_write"):
+        assert name in proc.stdout
