@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import re
+import sys
 from typing import Any, NoReturn
 
 __all__ = [
@@ -133,8 +133,10 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
             return value
         raise _Slow
     if t is float:
-        if value != value or value in (math.inf, -math.inf) or (
-            value == 0.0 and math.copysign(1.0, value) < 0
+        if (
+            value != value
+            or value in (math.inf, -math.inf)
+            or (value == 0.0 and math.copysign(1.0, value) < 0)
         ):
             raise _Slow
         return value

@@ -6,9 +6,14 @@ The answer is exact where it is given: ``True`` means the message-producing walk
 ``_schema_validate`` would report nothing, ``False`` means it would report something.
 Where the fast path will not decide, it raises ``Undecided`` (values nested deeper than
 ``MAX_DEPTH`` frames, cyclic values, schema shapes outside the subset that the walker
-interprets in its own way, odd ``str``/``int`` subclasses in ``enum``); callers then run
-the walker, which is iterative and exact. ``oneOf`` counts matching branches, which is
-why "I don't know" is an exception and never a ``False``.
+interprets in its own way, ``str``/``int`` subclasses inside ``enum``, an ``enum`` whose
+message the walker could not render); callers then run the walker, which is iterative
+and exact. ``oneOf`` counts matching branches, which is why "I don't know" is an
+exception and never a ``False``.
+
+``validator_for(schema)`` caches compiled validators (see "the cache" below): sealed
+frozen schemas by identity, plain dicts by identity *and* JSON-strict content, so a
+mutated schema is recompiled rather than served stale.
 
 The compiled semantics mirror the walker (reference §2.4, Python rules): ``bool`` is not
 a number, an integral float is an integer, NaN/±inf/``-0.0``, ints past float range,
@@ -25,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ._json import FrozenDict, FrozenList, _is_sealed
+from ._json import FrozenDict, FrozenList, LosslessJsonError, _is_sealed, dumps_compact
 from ._schema_common import json_scalar_equal, number_problem
 
 __all__ = ["CACHE_SIZE", "MAX_DEPTH", "Check", "Undecided", "compile_schema", "validator_for"]
@@ -39,7 +44,6 @@ MAX_DEPTH = 100
 
 _MAX_INT = int(sys.float_info.max)
 _copysign = math.copysign
-_SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
 
 
 class Undecided(Exception):
@@ -95,8 +99,10 @@ def _integer(value: Any) -> bool:
     if t is int:
         return -_MAX_INT <= value <= _MAX_INT or number_problem(value) is None
     if t is float:
-        return value - value == 0.0 and (value != 0.0 or _copysign(1.0, value) > 0.0) and (
-            value.is_integer()
+        return (
+            value - value == 0.0
+            and (value != 0.0 or _copysign(1.0, value) > 0.0)
+            and value.is_integer()
         )
     if t is bool or not isinstance(value, (int, float)):
         return False
@@ -129,6 +135,24 @@ def _scalar_ok(value: Any) -> bool:
     if t is dict or t is list or t is FrozenDict or t is FrozenList:
         return False
     return _odd_scalar_ok(value)
+
+
+def _untyped_node_ok(value: Any) -> bool:
+    """The untyped node's own check (the walker's ``_untyped_problem``), children aside."""
+    t = type(value)
+    if t is dict or t is list or t is FrozenDict or t is FrozenList:
+        return True
+    return _scalar_ok(value)
+
+
+def _is_object(value: Any) -> bool:
+    t = type(value)
+    return t is dict or t is FrozenDict
+
+
+def _is_array(value: Any) -> bool:
+    t = type(value)
+    return t is list or t is FrozenList
 
 
 # --- any lossless JSON (the untyped ``{}`` node and undeclared properties) --------------
@@ -176,6 +200,14 @@ def _any_at(depth: int) -> Check:
 # --- enum / const -------------------------------------------------------------------------
 
 
+def _renders(value: Any) -> bool:
+    try:
+        dumps_compact(value)
+    except LosslessJsonError:
+        return False
+    return True
+
+
 def _membership(values: Any) -> Check:
     """JSON equality against any of ``values`` (the walker's ``json_scalar_equal``)."""
     if type(values) is not list and type(values) is not FrozenList:
@@ -184,6 +216,7 @@ def _membership(values: Any) -> Check:
     numbers: set[int | float] = set()
     booleans: set[bool] = set()
     has_null = False
+    renderable = True  # can the walker's "must be one of [...]" message be written?
     for item in values:
         t = type(item)
         if t is str:
@@ -195,8 +228,12 @@ def _membership(values: Any) -> Check:
         elif t is int or t is float:
             # One JSON number type: 1 and 1.0 hash and compare equal, as they should.
             numbers.add(item)
+            if renderable and not _scalar_ok(item):
+                renderable = _renders(item)
         elif t is dict or t is list or t is FrozenDict or t is FrozenList:
-            continue  # equal to nothing under json_scalar_equal
+            # Equal to nothing under json_scalar_equal, but part of the message.
+            if renderable:
+                renderable = _renders(item)
         else:
             return _undecided
     strs, nums, bools = frozenset(strings), frozenset(numbers), frozenset(booleans)
@@ -214,34 +251,57 @@ def _membership(values: Any) -> Check:
             return has_null
         return any(json_scalar_equal(value, item) for item in items)
 
+    if not renderable:
+        # The walker's message for a miss cannot be written (NaN in ``enum``...): it
+        # raises, so a miss here is the walker's to report, even inside a ``oneOf``.
+        def unrenderable_member(value: Any) -> bool:
+            if member(value):
+                return True
+            raise Undecided
+
+        return unrenderable_member
     return member
 
 
 # --- containers ---------------------------------------------------------------------------
 
 
-def _object_rules(node: dict[str, Any], depth: int) -> Check:
-    """``properties``/``required``/``additionalProperties`` for an exact JSON dict value."""
+def _undecided_object(value: Any) -> bool:
+    if type(value) is not dict and type(value) is not FrozenDict:
+        return False
+    raise Undecided
+
+
+def _undecided_array(value: Any) -> bool:
+    if type(value) is not list and type(value) is not FrozenList:
+        return False
+    raise Undecided
+
+
+def _object_node(node: dict[str, Any], depth: int) -> Check:
+    """An exact JSON dict with ``properties``/``required``/``additionalProperties``."""
     properties = node.get("properties") or {}
     required = node.get("required") or ()
     if type(properties) is not dict and type(properties) is not FrozenDict:
-        return _undecided
+        return _undecided_object
     if type(required) not in (list, FrozenList, tuple) or any(
         type(name) is not str for name in required
     ):
-        return _undecided
+        return _undecided_object
     names = tuple(required)
     closed = node.get("additionalProperties") is False
     children: dict[str, tuple[type | None, Check]] = {}
     for key, sub in properties.items():
         if type(key) is not str:
-            return _undecided
+            return _undecided_object
         if sub is not None:  # the walker reads ``properties.get(key)``: None is undeclared
             children[key] = (_exact_ok(sub), _compile(sub, depth + 1))
     get = children.get
     child_depth = depth + 1
 
-    def object_rules(value: Any) -> bool:
+    def object_node(value: Any) -> bool:
+        if type(value) is not dict and type(value) is not FrozenDict:
+            return False
         for name in names:
             if name not in value:
                 return False
@@ -265,45 +325,32 @@ def _object_rules(node: dict[str, Any], depth: int) -> Check:
                     return False
         return True
 
-    return object_rules
+    return object_node
 
 
-def _array_rules(node: dict[str, Any], depth: int) -> Check:
-    """``items`` for an exact JSON list value."""
+def _array_node(node: dict[str, Any], depth: int) -> Check:
+    """An exact JSON list whose items match ``items``."""
     items = node.get("items")
     if type(items) is not dict and type(items) is not FrozenDict:
         # Absent, None or any non-dict: the walker reads it as the any-JSON node.
         if isinstance(items, dict):
-            return _undecided
+            return _undecided_array
 
         def any_items(value: Any) -> bool:
-            return _any_ok(value, depth)
+            t = type(value)
+            return (t is list or t is FrozenList) and _any_ok(value, depth)
 
         return any_items
     exact = _exact_ok(items)
     check = _compile(items, depth + 1)
 
-    def array_rules(value: Any) -> bool:
+    def array_node(value: Any) -> bool:
+        if type(value) is not list and type(value) is not FrozenList:
+            return False
         for child in value:
             if type(child) is not exact and not check(child):
                 return False
         return True
-
-    return array_rules
-
-
-def _typed_object(rules: Check) -> Check:
-    def object_node(value: Any) -> bool:
-        t = type(value)
-        return (t is dict or t is FrozenDict) and rules(value)
-
-    return object_node
-
-
-def _typed_array(rules: Check) -> Check:
-    def array_node(value: Any) -> bool:
-        t = type(value)
-        return (t is list or t is FrozenList) and rules(value)
 
     return array_node
 
@@ -395,22 +442,25 @@ def _compile(node: Any, depth: int) -> Check:
         if scalar is not None:
             # A scalar value has no children, so other keywords cannot matter.
             return _all_of(scalar, *members)
-        if members:
-            # enum/const on a container type: no container equals a scalar.
-            return _never
         if type_name == "object":
-            return _typed_object(_object_rules(node, depth))
+            if members:
+                # enum/const on a container type: no container equals a scalar (and the
+                # members are still consulted, as the walker does, in case they are odd).
+                return _all_of(_is_object, *members)
+            return _object_node(node, depth)
         if type_name == "array":
-            return _typed_array(_array_rules(node, depth))
+            if members:
+                return _all_of(_is_array, *members)
+            return _array_node(node, depth)
         return _never  # an unknown type name accepts nothing
 
     if members:
         # Untyped with enum/const: only scalars can be equal (containers never are).
-        return _all_of(_scalar_ok, *members)
+        return _all_of(_untyped_node_ok, *members)
     if not any(k in node for k in ("properties", "required", "additionalProperties", "items")):
         return _any_at(depth)
     # Outside the subset, but the walker applies an untyped node's children rules too.
-    return _untyped_containers(_object_rules(node, depth), _array_rules(node, depth))
+    return _untyped_containers(_object_node(node, depth), _array_node(node, depth))
 
 
 def compile_schema(schema: Any) -> Check:

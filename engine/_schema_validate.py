@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ._json import dumps_compact
-from ._schema_compile import Undecided, validator_for
 from ._schema_common import (
     Path,
     index_path,
@@ -35,6 +34,7 @@ from ._schema_common import (
     render_path,
     type_noun,
 )
+from ._schema_compile import Undecided, validator_for
 
 __all__ = ["validate_args", "validate_json_schema_value"]
 

@@ -12,6 +12,11 @@ Error shapes (tests assert the exact text):
 - value problems: ``"value.x" must be a string``, ``missing required property "value.a"``,
   ``"value.k" is not a declared property (additionalProperties: false)``,
   ``"value" must match exactly one oneOf branch (matched 2)``, ...
+
+Validation compiles each schema once into a yes/no validator (``_schema_compile``,
+cached per schema: sealed ``snapshot`` schemas, as the DSL and ``assert_*`` return, by
+identity; plain dicts by identity and content) and answers a valid value from it alone;
+the message-producing walker runs only for invalid (or very deep) values.
 """
 
 from __future__ import annotations
