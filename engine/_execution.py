@@ -125,7 +125,10 @@ class ToolExecution:
         return result
 
     def _is_canonical(self, result: object) -> bool:
-        return any(r is result for r in self._canonical)
+        for r in self._canonical:
+            if r is result:
+                return True
+        return False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} call_id={self.call_id!r}>"

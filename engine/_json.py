@@ -149,7 +149,12 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
         for key, child in value.items():
             if type(key) is not str:
                 raise _Slow
-            out[key] = _fast(child, freeze, depth + 1)
+            tc = type(child)
+            # Inline the commonest leaves: a call per string costs more than the copy.
+            if tc is str or child is None or tc is bool:
+                out[key] = child
+            else:
+                out[key] = _fast(child, freeze, depth + 1)
         if not freeze:
             return out
         frozen_d = FrozenDict(out)
@@ -158,7 +163,9 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
     if t is list or t is FrozenList:
         if freeze and t is FrozenList and _is_sealed(value):
             return value
-        items = [_fast(child, freeze, depth + 1) for child in value]
+        items = [
+            child if type(child) is str else _fast(child, freeze, depth + 1) for child in value
+        ]
         if not freeze:
             return items
         frozen_l = FrozenList(items)

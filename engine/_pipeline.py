@@ -37,7 +37,7 @@ import msgspec
 
 from ._errors import AbortError, HarnessError, ToolNotFoundError, ToolOutputError
 from ._execution import ToolExecution, ToolRunContext
-from ._json import LosslessJsonError, snapshot
+from ._json import FrozenList, LosslessJsonError, snapshot
 from ._signals import AbortSignal
 from ._types import (
     Accept,
@@ -147,6 +147,16 @@ def _feedback_message(content: Sequence[Mapping[str, Any]]) -> str:
 
 def _materialize(result: ToolExecutionResult) -> ToolExecutionResult:
     """Snapshot + deep-freeze the durable projection of a result (raises on lossy data)."""
+    content = result.content
+    if (
+        type(content) is FrozenList
+        and content._sealed is True
+        and result.meta is None
+        and not result.additional_contexts
+        and (isinstance(result, ToolExecutionSuccess) or type(result.error) is ToolFailure)
+    ):
+        # Already a sealed (immutable, lossless) projection: nothing to copy.
+        return result
     if not isinstance(result.content, (list, tuple)):
         # ``list("abc")`` would silently become three "blocks"; content is a block list.
         raise TypeError("tool result must be losslessly JSON-serializable")
@@ -197,6 +207,18 @@ def _fuse(caller: AbortSignal, wrapper: AbortSignal) -> tuple[AbortSignal, Calla
     disposers.append(caller.add_listener(forward))
     disposers.append(wrapper.add_listener(forward))
     return controller.signal, dispose
+
+
+_ALLOW = Allow()
+_ACCEPT = Accept()
+
+
+async def _allow() -> Allow:
+    return _ALLOW
+
+
+async def _accept() -> Accept:
+    return _ACCEPT
 
 
 # ----------------------------------------------------------------- pipeline
@@ -280,10 +302,7 @@ class Pipeline:
             return Prepared("final", exec_, aborted_before_dispatch_result())
         try:
 
-            async def allow() -> Any:
-                return Allow()
-
-            gate = await self._hooks.waterfall("tools/pre-execute", exec_.agent, (exec_,), allow)
+            gate = await self._hooks.waterfall("tools/pre-execute", exec_.agent, (exec_,), _allow)
             approval_cancelled = False
             if isinstance(gate, Ask):
                 gate, approval_cancelled = await self._ask(exec_, gate)
@@ -489,11 +508,8 @@ class Pipeline:
     ) -> ToolExecutionResult:
         frozen = _materialize(result) if not exec_._is_canonical(result) else result
 
-        async def accept() -> Any:
-            return Accept()
-
         decision = await self._hooks.waterfall(
-            "tools/post-execute", exec_.agent, (exec_, frozen), accept
+            "tools/post-execute", exec_.agent, (exec_, frozen), _accept
         )
         if isinstance(decision, Block):
             feedback = list(decision.feedback)

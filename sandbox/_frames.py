@@ -71,7 +71,9 @@ class RunFrame(msgspec.Struct, frozen=True, tag="run", tag_field="type", rename=
     options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class ResultFrame(msgspec.Struct, frozen=True, tag="result", tag_field="type", rename="camel"):
+class ResultFrame(
+    msgspec.Struct, frozen=True, tag="result", tag_field="type", rename="camel", omit_defaults=True
+):
     """Host -> worker: the settlement of call ``id`` (``ok`` with ``value``, or a failure)."""
 
     id: int
@@ -110,7 +112,9 @@ class ErrorSpec(msgspec.Struct, frozen=True, rename="camel"):
     message: str
 
 
-class DoneFrame(msgspec.Struct, frozen=True, tag="done", tag_field="type", rename="camel"):
+class DoneFrame(
+    msgspec.Struct, frozen=True, tag="done", tag_field="type", rename="camel", omit_defaults=True
+):
     """Worker -> host: the program finished, with a value (or none) or an error."""
 
     value: Any = msgspec.UNSET

@@ -88,7 +88,9 @@ class WorkerBridge:
                 if frame is not None:
                     self._pending.append(frame)
 
-    def attach(self, loop: asyncio.AbstractEventLoop, on_result: Callable[[ResultFrame], None]) -> None:
+    def attach(
+        self, loop: asyncio.AbstractEventLoop, on_result: Callable[[ResultFrame], None]
+    ) -> None:
         """Deliver ``result`` frames to ``on_result`` from ``loop``; switches to non-blocking."""
         self.sock.setblocking(False)
         for frame in self._pending:

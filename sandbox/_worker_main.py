@@ -39,6 +39,7 @@ def worker_main(
 ) -> NoReturn:
     """Run one worker to completion; never returns (``os._exit``)."""
     code = 0
+    bridge: WorkerBridge | None = None
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -49,18 +50,29 @@ def worker_main(
         sock = socket.socket(fileno=bridge_fd)
         loop = asyncio.new_event_loop()
         notes = _boundary.lock_down(spec, parent_pid)
+        for module_name in sorted(set(guests.values())):
+            warm = getattr(importlib.import_module(module_name), "warm_worker", None)
+            if callable(warm):
+                warm(loop)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
         run = bridge.read_run()
         if run is not None:
             bridge.set_max_frame_bytes(run.max_frame_bytes)
-            module_name = guests.get(run.guest)
-            if module_name is None:
+            guest_module = guests.get(run.guest)
+            if guest_module is None:
                 error = ErrorSpec("exception", f'unknown guest "{run.guest}"')
                 bridge.send(DoneFrame(error=error))
             else:
-                importlib.import_module(module_name).serve(run, bridge, loop)
-    except BaseException:
+                importlib.import_module(guest_module).serve(run, bridge, loop)
+    except BaseException as exc:
         code = 70
+        if bridge is not None:
+            # A bug in the worker machinery, not in the program: say so, then exit.
+            message = f"worker error: {type(exc).__name__}: {exc}"
+            try:
+                bridge.send(DoneFrame(error=ErrorSpec("worker-exit", message)))
+            except BaseException:
+                pass
     finally:
         os._exit(code)

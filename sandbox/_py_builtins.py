@@ -1,0 +1,306 @@
+"""Guards and restricted builtins for the Python guest.
+
+The compiled program reaches objects only through these functions: ``_getattr_`` for
+every attribute read (and ``getattr``/``hasattr``), ``_write_`` before every attribute or
+item write, ``_getitem_``, ``_getiter_``, ``_inplacevar_``, ``_apply_``. The attribute
+guard refuses underscore names (but the few string-valued dunders the policy allows),
+frame/code/generator internals, the driving methods of coroutines (``send`` would
+surface the event loop's futures), ``AttributeError.obj``, and any module, frame, code
+or traceback *value*; ``str.format``/``format_map`` are replaced by a formatter whose
+field lookups go through the same guards. Writes are allowed on plain containers and on
+what the program defined itself (classes, their instances, its functions).
+"""
+
+from __future__ import annotations
+
+import _string  # type: ignore[import-not-found]
+import builtins
+import collections
+import decimal
+import operator
+import string
+import types
+from collections.abc import Callable
+from typing import Any
+
+from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES
+
+from ._py_policy import READABLE_DUNDERS
+
+__all__ = [
+    "PROGRAM_MODULE",
+    "guarded_getattr",
+    "guarded_getitem",
+    "guarded_write",
+    "make_builtins",
+    "make_guards",
+]
+
+PROGRAM_MODULE = "<program>"
+
+_DENIED_NAMES = frozenset(INSPECT_ATTRIBUTES) | {
+    "f_back", "f_builtins", "f_code", "f_globals", "f_locals", "f_trace", "f_lasti",
+    "tb_frame", "tb_next", "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code",
+    "cr_await", "cr_origin", "ag_frame", "ag_code", "ag_await", "mro",
+}  # fmt: skip
+_DRIVERS = frozenset({"send", "throw", "close", "asend", "athrow", "aclose"})
+_FORBIDDEN_VALUES = (types.ModuleType, types.FrameType, types.CodeType, types.TracebackType)
+_WRITABLE = (
+    dict,
+    list,
+    set,
+    bytearray,
+    collections.deque,
+    collections.UserDict,
+    collections.UserList,
+    decimal.Context,
+)
+_MISSING: Any = object()
+
+
+def _is_program_defined(obj: Any) -> bool:
+    cls = obj if isinstance(obj, type) else type(obj)
+    if isinstance(obj, types.FunctionType):
+        return bool(obj.__module__ == PROGRAM_MODULE)
+    try:
+        return bool(type.__getattribute__(cls, "__module__") == PROGRAM_MODULE)
+    except AttributeError:
+        return False
+
+
+def _check_name(name: Any) -> str:
+    if type(name) is not str:
+        raise TypeError("attribute name must be a string")
+    if name.startswith("_") and name not in READABLE_DUNDERS:
+        raise AttributeError(f'"{name}" is an invalid attribute name because it starts with "_"')
+    if name in _DENIED_NAMES:
+        raise AttributeError(f'"{name}" is a restricted name that programs may not access')
+    return name
+
+
+class _SafeFormatter(string.Formatter):
+    """``str.format`` whose ``{0.attr}`` / ``{0[key]}`` lookups go through the guards."""
+
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+        first, rest = _string.formatter_field_name_split(field_name)
+        obj = self.get_value(first, args, kwargs)
+        for is_attr, key in rest:
+            obj = guarded_getattr(obj, key) if is_attr else guarded_getitem(obj, key)
+        return obj, first
+
+
+_FORMATTER = _SafeFormatter()
+
+
+def _safe_format(template: str, /, *args: Any, **kwargs: Any) -> str:
+    if not isinstance(template, str):
+        raise TypeError("format() requires a str")
+    return _FORMATTER.vformat(template, args, kwargs)
+
+
+def _safe_format_map(template: str, mapping: Any, /) -> str:
+    if not isinstance(template, str):
+        raise TypeError("format_map() requires a str")
+    return _FORMATTER.vformat(template, (), mapping)
+
+
+class _BoundFormat:
+    __slots__ = ("__mapping", "__template")
+
+    def __init__(self, template: str, mapping: bool) -> None:
+        self.__template = template
+        self.__mapping = mapping
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        if self.__mapping:
+            return _safe_format_map(self.__template, *args, **kwargs)
+        return _safe_format(self.__template, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return "<built-in method format of str object>"
+
+
+def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
+    """``getattr`` for programs (see module docstring)."""
+    name = _check_name(name)
+    if name in ("format", "format_map"):
+        if isinstance(obj, str):
+            return _BoundFormat(obj, name == "format_map")
+        if isinstance(obj, type) and issubclass(obj, str):
+            return _safe_format if name == "format" else _safe_format_map
+    if name in _DRIVERS and not isinstance(obj, types.GeneratorType):
+        if isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)) or hasattr(
+            obj, "__await__"
+        ):
+            raise AttributeError(f'"{name}" of coroutines is not available to programs')
+    if name == "obj" and isinstance(obj, AttributeError) and not _is_program_defined(obj):
+        raise AttributeError('"obj" of AttributeError is not available to programs')
+    if isinstance(obj, _FORBIDDEN_VALUES):
+        raise AttributeError(f"'{type(obj).__name__}' objects are not accessible to programs")
+    try:
+        value = getattr(obj, name)
+    except AttributeError as exc:
+        if default is not _MISSING:
+            return default
+        # A fresh error: the original's ``obj`` would hand the object back.
+        raise AttributeError(str(exc)) from None
+    if isinstance(value, _FORBIDDEN_VALUES):
+        raise AttributeError(f'"{name}" is not accessible to programs')
+    return value
+
+
+def guarded_hasattr(obj: Any, name: Any) -> bool:
+    """``hasattr`` through the attribute guard (denied names read as absent)."""
+    try:
+        guarded_getattr(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def guarded_getitem(obj: Any, key: Any) -> Any:
+    """``obj[key]``."""
+    return obj[key]
+
+
+def guarded_write(obj: Any) -> Any:
+    """Return ``obj`` if the program may assign to its attributes or items."""
+    if isinstance(obj, _WRITABLE) or _is_program_defined(obj):
+        return obj
+    raise TypeError(f"'{type(obj).__name__}' objects cannot be modified by programs")
+
+
+def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
+    """``setattr`` through the write guard."""
+    name = _check_name(name)
+    if name in READABLE_DUNDERS:
+        raise AttributeError(f'"{name}" cannot be assigned by programs')
+    setattr(guarded_write(obj), name, value)
+
+
+def guarded_delattr(obj: Any, name: Any) -> None:
+    """``delattr`` through the write guard."""
+    name = _check_name(name)
+    if name in READABLE_DUNDERS:
+        raise AttributeError(f'"{name}" cannot be deleted by programs')
+    delattr(guarded_write(obj), name)
+
+
+_INPLACE: dict[str, Callable[[Any, Any], Any]] = {
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "&=": operator.iand,
+    "@=": operator.imatmul,
+}
+
+
+def inplacevar(op: str, target: Any, value: Any) -> Any:
+    """``target <op>= value``."""
+    return _INPLACE[op](target, value)
+
+
+def apply(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` (RestrictedPython routes star-calls through here)."""
+    return func(*args, **kwargs)
+
+
+def typename(obj: Any) -> str:
+    """``type(obj).__name__`` (what ``obj.__class__.__name__`` compiles to)."""
+    return type(obj).__name__
+
+
+def safe_type(*args: Any) -> type:
+    """One-argument ``type``; never hands out a metaclass (no dynamic class creation)."""
+    if len(args) != 1:
+        raise TypeError("type() takes exactly one argument in the sandbox")
+    result = type(args[0])
+    if issubclass(result, type):
+        raise TypeError("type() of a class is not available in the sandbox")
+    return result
+
+
+def safe_dir(*args: Any) -> list[str]:
+    """``dir(obj)`` without underscore names."""
+    if len(args) != 1:
+        raise TypeError("dir() takes exactly one argument in the sandbox")
+    return [name for name in dir(args[0]) if not name.startswith("_")]
+
+
+def make_class(name: str, bases: tuple[Any, ...], namespace: dict[str, Any], **kw: Any) -> Any:
+    """``__metaclass__``: create a class statement's class with the bases' metaclass."""
+    meta: type = type
+    for base in bases:
+        candidate = type(base)
+        if issubclass(candidate, meta):
+            meta = candidate
+        elif not issubclass(meta, candidate):
+            raise TypeError("metaclass conflict in class bases")
+    return meta(name, bases, namespace, **kw)
+
+
+_BUILTIN_NAMES = """
+abs aiter all anext any ascii bin bool bytearray bytes callable chr classmethod complex
+dict divmod enumerate filter float format frozenset hash hex id int isinstance issubclass
+iter len list map max min next object oct ord pow property range repr reversed round set
+slice sorted staticmethod str sum super tuple zip
+None Ellipsis NotImplemented False True
+BaseException Exception ArithmeticError AssertionError AttributeError BufferError
+EOFError ExceptionGroup FloatingPointError ImportError IndexError KeyError LookupError
+MemoryError ModuleNotFoundError NameError NotImplementedError OSError OverflowError
+PermissionError FileNotFoundError FileExistsError ConnectionError TimeoutError
+RecursionError ReferenceError RuntimeError StopAsyncIteration StopIteration SyntaxError
+TypeError UnboundLocalError UnicodeError UnicodeDecodeError UnicodeEncodeError
+UnicodeTranslateError ValueError ZeroDivisionError
+Warning UserWarning DeprecationWarning RuntimeWarning
+""".split()
+
+
+def make_builtins(importer: Callable[..., Any]) -> dict[str, Any]:
+    """The ``__builtins__`` of a program (``__import__`` is ``importer``)."""
+    table: dict[str, Any] = {name: getattr(builtins, name) for name in _BUILTIN_NAMES}
+    table.update(
+        __build_class__=builtins.__build_class__,
+        __import__=importer,
+        getattr=guarded_getattr,
+        hasattr=guarded_hasattr,
+        setattr=guarded_setattr,
+        delattr=guarded_delattr,
+        type=safe_type,
+        dir=safe_dir,
+    )
+    return table
+
+
+def make_guards(
+    *,
+    print_factory: Callable[[Any], Any],
+    exc_guard: Callable[[], None],
+    returned: Callable[[Any], Any],
+) -> dict[str, Any]:
+    """The guard globals RestrictedPython's generated code calls."""
+    return {
+        "__name__": PROGRAM_MODULE,
+        "__metaclass__": make_class,
+        "_getattr_": guarded_getattr,
+        "_getitem_": guarded_getitem,
+        "_write_": guarded_write,
+        "_getiter_": iter,
+        "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+        "_unpack_sequence_": guarded_unpack_sequence,
+        "_inplacevar_": inplacevar,
+        "_apply_": apply,
+        "_print_": print_factory,
+        "_exc_guard_": exc_guard,
+        "_ret_": returned,
+        "_typename_": typename,
+    }

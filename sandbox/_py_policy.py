@@ -1,0 +1,354 @@
+"""``SandboxPolicy``: RestrictedPython's transformer, made async-aware and model-friendly.
+
+What changes relative to ``RestrictingNodeTransformer``:
+
+- the program is the body of ``async def __codemode_program__()`` (built here, after the
+  restrictions ran, so line numbers stay as written); top-level ``await``/``return`` work,
+  and ``return <expr>`` at the top level is marked (``_ret_``) so that falling off the end
+  (no value) differs from ``return None`` (a ``null`` value);
+- ``async def``, ``await``, ``async for``/``async with`` and async comprehensions are allowed;
+- single-underscore names (``_helper``) are allowed; dunders, RestrictedPython's guard
+  names (``_getattr_``, ``_write_``, ... all end in ``_``), ``_print`` and ``_tmpN`` stay
+  forbidden; a short list of dunder *methods* may be defined inside class bodies;
+- ``d[k] += 1`` and ``self.n += 1`` are rewritten into guarded read-modify-write;
+- annotated assignments (``x: int = 1``, dataclass fields) and ``nonlocal`` are allowed;
+- a ``global x`` inside a function, where ``x`` is a top-level program variable, becomes
+  ``nonlocal x`` (top-level variables are locals of the wrapper function);
+- ``x.__class__.__name__`` becomes ``_typename_(x)``; ``__name__``, ``__qualname__``,
+  ``__doc__``, ``__init__`` and ``__post_init__`` may be read as attributes;
+- every ``except`` handler, ``finally`` block and ``__exit__`` method starts with
+  ``_exc_guard_()``, which ends the run if the caught exception is a ``MemoryError`` or
+  ``RecursionError``: those limits are terminal, never caught.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from RestrictedPython.transformer import (
+    INSPECT_ATTRIBUTES,
+    IOPERATOR_TO_STR,
+    RestrictingNodeTransformer,
+    copy_locations,
+)
+
+__all__ = ["MAIN", "READABLE_DUNDERS", "SandboxPolicy"]
+
+MAIN = "__codemode_program__"
+
+READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__init__", "__post_init__"})
+
+METHOD_DUNDERS = frozenset(
+    """
+    __init__ __post_init__ __repr__ __str__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__
+    __hash__ __len__ __contains__ __iter__ __next__ __aiter__ __anext__ __getitem__
+    __setitem__ __delitem__ __bool__ __call__ __enter__ __exit__ __aenter__ __aexit__
+    __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__
+    __floordiv__ __rfloordiv__ __mod__ __rmod__ __neg__ __pos__ __abs__
+    """.split()
+)
+
+_TMP = re.compile(r"^_tmp\d+$")
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _is_helper_name(name: str) -> bool:
+    """``_x`` style names a program may bind: not dunder, not guard-like, not internal."""
+    return (
+        not name.startswith("__")
+        and not name.endswith("_")
+        and name != "_print"
+        and not _TMP.match(name)
+    )
+
+
+def _name(id_: str, ctx: ast.expr_context | None = None) -> ast.Name:
+    return ast.Name(id=id_, ctx=ctx or ast.Load())
+
+
+def _call(func: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=_name(func), args=list(args), keywords=[])
+
+
+class _MainScope(ast.NodeVisitor):
+    """Collects names bound in the wrapper's own scope; finds top-level ``yield``."""
+
+    def __init__(self) -> None:
+        self.bound: set[str] = set()
+        self.yields: list[ast.AST] = []
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.bound.add(node.id)
+
+    def _scope(self, node: Any) -> None:
+        if not isinstance(node, ast.Lambda):
+            self.bound.add(node.name)
+        for decorator in getattr(node, "decorator_list", []):
+            self.visit(decorator)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scope
+
+    def visit_alias(self, node: ast.alias) -> None:
+        self.bound.add(node.asname or node.name.split(".")[0])
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.bound.add(node.name)
+        self.generic_visit(node)
+
+    def visit_Yield(self, node: ast.AST) -> None:
+        self.yields.append(node)
+
+    visit_YieldFrom = visit_Yield
+
+
+class _GlobalToNonlocal(ast.NodeTransformer):
+    """Inside nested functions, ``global x`` for a top-level program variable -> nonlocal."""
+
+    def __init__(self, bound: set[str]) -> None:
+        self.bound = bound
+
+    def visit_Global(self, node: ast.Global) -> Any:
+        local = [n for n in node.names if n in self.bound]
+        other = [n for n in node.names if n not in self.bound]
+        out: list[ast.stmt] = []
+        if local:
+            out.append(ast.copy_location(ast.Nonlocal(names=local), node))
+        if other:
+            out.append(ast.copy_location(ast.Global(names=other), node))
+        return out or ast.copy_location(ast.Pass(), node)
+
+
+class _MarkReturns(ast.NodeTransformer):
+    """``return <expr>`` in the wrapper's own scope -> ``return _ret_(<expr>)``."""
+
+    def visit_Return(self, node: ast.Return) -> Any:
+        if node.value is not None:
+            node.value = copy_locations_call(_call("_ret_", node.value), node.value)
+        return node
+
+    def _skip(self, node: ast.AST) -> ast.AST:
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _skip
+
+
+def copy_locations_call(new: ast.Call, old: ast.expr) -> ast.Call:
+    """Give ``new`` (and its func name) the location of ``old``."""
+    copy_locations(new, old)
+    copy_locations(new.func, old)
+    return new
+
+
+class SandboxPolicy(RestrictingNodeTransformer):
+    """The restricting transformer used for every program (see module docstring)."""
+
+    # -- names -------------------------------------------------------------------------
+
+    def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
+        if name is None:
+            return
+        if name.startswith("_") and name != "_":
+            if _is_helper_name(name):
+                return
+            if (
+                allow_magic_methods
+                and name in METHOD_DUNDERS
+                and getattr(node, "_cm_method", False)
+            ):
+                return
+            self.error(node, f'"{name}" is an invalid variable name because it starts with "_"')
+            return
+        super().check_name(node, name, allow_magic_methods=False)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> Any:
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    def visit_Global(self, node: ast.Global) -> Any:
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    # -- module: wrap into the async main function ---------------------------------------
+
+    def visit_Module(self, node: ast.Module) -> Any:
+        node.body = [
+            stmt
+            for stmt in node.body
+            if not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__")
+        ]
+        scope = _MainScope()
+        for stmt in node.body:
+            scope.visit(stmt)
+        for found in scope.yields:
+            self.error(found, "'yield' is not allowed at the top level of the program")
+        node.body = [stmt for stmt in node.body if not isinstance(stmt, ast.Global)]
+        converter = _GlobalToNonlocal(scope.bound)
+        for stmt in node.body:
+            if isinstance(stmt, _SCOPES):
+                converter.visit(stmt)
+            else:
+                for child in ast.walk(stmt):
+                    if isinstance(child, _SCOPES):
+                        converter.visit(child)
+        node = super().visit_Module(node)  # type: ignore[assignment]
+        marker = _MarkReturns()
+        node.body = [marker.visit(stmt) for stmt in node.body]
+        main = ast.AsyncFunctionDef(
+            name=MAIN,
+            args=ast.arguments(
+                posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                kwarg=None, defaults=[],
+            ),
+            body=node.body or [ast.Pass()],
+            decorator_list=[],
+            returns=None,
+            type_comment=None,
+        )  # fmt: skip
+        main.lineno, main.col_offset = 1, 0
+        node.body = [main]
+        ast.fix_missing_locations(node)
+        return node
+
+    # -- async ----------------------------------------------------------------------------
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> Any:
+        self.check_name(node, node.name, allow_magic_methods=True)
+        self.check_function_argument_names(node)
+        with self.print_info.new_print_scope():
+            node = self.node_contents_visit(node)
+            self.inject_print_collector(node)  # type: ignore[arg-type]
+        return self._guard_exit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        return self._guard_exit(super().visit_FunctionDef(node))
+
+    def _guard_exit(self, node: Any) -> Any:
+        if node.name in ("__exit__", "__aexit__") and getattr(node, "_cm_method", False):
+            node.body.insert(0, self._exc_guard(node.body[0]))
+        return node
+
+    def visit_Await(self, node: ast.Await) -> Any:
+        return self.node_contents_visit(node)
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> Any:
+        return self.node_contents_visit(node)
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> Any:
+        return self.visit_With(node)  # type: ignore[arg-type]
+
+    def visit_comprehension(self, node: ast.comprehension) -> Any:
+        if node.is_async:
+            # ``_getiter_`` (iter) cannot take an async iterable.
+            return self.node_contents_visit(node)
+        return super().visit_comprehension(node)
+
+    # -- classes ----------------------------------------------------------------------
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> Any:
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                stmt._cm_method = True  # type: ignore[union-attr]  # read by check_name
+        return super().visit_ClassDef(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        return self.node_contents_visit(node)
+
+    # -- attributes -------------------------------------------------------------------
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if isinstance(node.ctx, ast.Load):
+            value = node.value
+            if (
+                node.attr == "__name__"
+                and isinstance(value, ast.Attribute)
+                and value.attr == "__class__"
+                and isinstance(value.ctx, ast.Load)
+            ):
+                new = _call("_typename_", self.visit(value.value))
+                copy_locations(new, node)
+                copy_locations(new.func, node)
+                return new
+            if node.attr in READABLE_DUNDERS:
+                new = _call("_getattr_", self.visit(value), ast.Constant(node.attr))
+                copy_locations(new, node)
+                copy_locations(new.func, node)
+                return new
+        return super().visit_Attribute(node)
+
+    # -- augmented assignment on items and attributes ---------------------------------
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        target = node.target
+        if isinstance(target, ast.Name):
+            return super().visit_AugAssign(node)
+        op = ast.Constant(IOPERATOR_TO_STR[type(node.op)])
+        obj_tmp = self.gen_tmp_name()
+        if isinstance(target, ast.Subscript):
+            obj = self.visit(target.value)
+            key = target.slice
+            if isinstance(key, ast.Slice):
+                key = _call(
+                    "slice",
+                    *(part or ast.Constant(None) for part in (key.lower, key.upper, key.step)),
+                )
+            key = self.visit(key)
+            value = self.visit(node.value)
+            key_tmp = self.gen_tmp_name()
+            current = _call("_getitem_", _name(obj_tmp), _name(key_tmp))
+            store = ast.Subscript(
+                value=_call("_write_", _name(obj_tmp)), slice=_name(key_tmp), ctx=ast.Store()
+            )
+            stmts: list[ast.stmt] = [
+                ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj),
+                ast.Assign(targets=[_name(key_tmp, ast.Store())], value=key),
+            ]
+        elif isinstance(target, ast.Attribute):
+            attr = target.attr
+            if attr.startswith("_") or attr in INSPECT_ATTRIBUTES:
+                self.error(
+                    node, f'"{attr}" is an invalid attribute name because it starts with "_".'
+                )
+                return node
+            obj = self.visit(target.value)
+            value = self.visit(node.value)
+            current = _call("_getattr_", _name(obj_tmp), ast.Constant(attr))
+            store = ast.Attribute(  # type: ignore[assignment]
+                value=_call("_write_", _name(obj_tmp)), attr=attr, ctx=ast.Store()
+            )
+            stmts = [ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj)]
+        else:  # pragma: no cover - the grammar allows nothing else
+            self.not_allowed(node)
+            return node
+        stmts.append(ast.Assign(targets=[store], value=_call("_inplacevar_", op, current, value)))
+        for stmt in stmts:
+            ast.copy_location(stmt, node)
+            for child in ast.walk(stmt):
+                if "lineno" in child._attributes and not hasattr(child, "lineno"):
+                    ast.copy_location(child, node)
+        return stmts
+
+    # -- terminal limits --------------------------------------------------------------
+
+    def _exc_guard(self, where: ast.AST) -> ast.Expr:
+        stmt = ast.Expr(value=_call("_exc_guard_"))
+        ast.copy_location(stmt, where)
+        ast.copy_location(stmt.value, where)
+        ast.copy_location(stmt.value.func, where)  # type: ignore[attr-defined]
+        return stmt
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> Any:
+        node = super().visit_ExceptHandler(node)  # type: ignore[assignment]
+        node.body.insert(0, self._exc_guard(node.body[0] if node.body else node))
+        return node
+
+    def visit_Try(self, node: ast.Try) -> Any:
+        node = super().visit_Try(node)  # type: ignore[assignment]
+        if node.finalbody:
+            node.finalbody.insert(0, self._exc_guard(node.finalbody[0]))
+        return node

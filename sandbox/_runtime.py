@@ -1,0 +1,163 @@
+"""``PythonRuntime``: the ``CodeRuntime`` that runs programs in sandboxed worker processes.
+
+``ProcessRuntime`` holds everything that is not Python-specific (the pool, sessions,
+disposal); a guest language subclasses it with its ``language``, guest name and the
+modules the fork server preloads.
+"""
+
+from __future__ import annotations
+
+import math
+from types import TracebackType
+from typing import Any, ClassVar
+
+import anyio
+import msgspec
+
+from engine import CodeRunError, CodeRunRequest, CodeRunResult
+from engine._code_runtime import validate_bindings
+
+from ._boundary import BoundarySpec
+from ._limits import Limits
+from ._pool import PoolStats, WorkerPool
+from ._supervisor import Session, reason_text
+
+__all__ = ["ProcessRuntime", "PythonRuntime", "RuntimeStats"]
+
+_DISPOSE_TIMEOUT = 10.0
+
+
+class RuntimeStats(msgspec.Struct, kw_only=True):
+    """Counters of one runtime (for tests, benchmarks and diagnostics)."""
+
+    runs: int = 0
+    dropped_frames: int = 0
+    pool: PoolStats = msgspec.field(default_factory=PoolStats)
+
+
+class ProcessRuntime:
+    """A ``CodeRuntime`` whose programs run in pooled, locked-down worker processes.
+
+    Use as an async context manager; ``run`` is valid only inside it.
+    """
+
+    language: ClassVar[str] = ""
+    isolation: ClassVar[str] = "process"
+    guest: ClassVar[str] = ""
+    guest_modules: ClassVar[dict[str, str]] = {}
+
+    def __init__(
+        self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
+    ) -> None:
+        self.limits = limits if limits is not None else Limits()
+        self._guests = dict(_guests) if _guests is not None else dict(self.guest_modules)
+        self._pool: WorkerPool | None = None
+        self._sessions: set[Session] = set()
+        self._closed = False
+        self._idle = anyio.Event()
+        self.stats = RuntimeStats()
+
+    def _boundary(self) -> BoundarySpec:
+        # The kernel's CPU limit is a backstop behind the supervisor's 25 ms polling.
+        cpu_seconds = math.ceil(self.limits.compute_ms / 1000) + 2
+        return BoundarySpec(memory_bytes=self.limits.max_memory_bytes, cpu_seconds=cpu_seconds)
+
+    async def __aenter__(self) -> ProcessRuntime:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} cannot be restarted after disposal")
+        pool = WorkerPool(
+            size=self.limits.pool_size,
+            boundary=self._boundary(),
+            frame_bytes=self.limits.frame_bytes,
+            guests=self._guests,
+            preload=sorted(set(self._guests.values())),
+        )
+        await pool.__aenter__()
+        self._pool = pool
+        self.stats.pool = pool.stats
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Abort in-flight runs (``runtime disposed``), then stop the pool.
+
+        ``__aexit__`` calls it; call it directly only from the task that entered the
+        runtime (the pool's task group is scoped to that task).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for session in list(self._sessions):
+            session.dispose()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_DISPOSE_TIMEOUT):
+            while self._sessions:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        if self._pool is not None:
+            # Not inside the shield: the pool's task group must exit as the current scope.
+            await self._pool.aclose()
+
+    async def run(self, request: CodeRunRequest) -> CodeRunResult:
+        """Run ``request.program``; failures are reported in the result, not raised."""
+        validate_bindings(request.bindings)
+        for binding in request.bindings:
+            names = [binding.global_name]
+            if binding.error_class is not None:
+                names.append(binding.error_class.name)
+            for name in names:
+                if name.startswith("_"):
+                    raise ValueError(f'binding global "{name}" is not a usable identifier')
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__}.run() after disposal")
+        if self._pool is None:
+            raise RuntimeError(f"{type(self).__name__} is not started: use `async with`")
+        if request.signal.aborted:
+            error = CodeRunError("abort", reason_text(request.signal.reason))
+            return CodeRunResult(logs=[], error=error)
+        return await self._run_session(request, self.guest)
+
+    async def _run_session(
+        self, request: CodeRunRequest, guest: str, options: dict[str, Any] | None = None
+    ) -> CodeRunResult:
+        assert self._pool is not None
+        session = Session(request, self.limits, guest=guest, options=options)
+        self._sessions.add(session)
+        self.stats.runs += 1
+        try:
+            return await session.run(self._pool)
+        finally:
+            self._sessions.discard(session)
+            self._idle.set()
+            self.stats.dropped_frames += session.dropped
+
+    def _active_worker_pids(self) -> list[int]:
+        """Pids of workers currently running a program (test hook)."""
+        return [s.worker.pid for s in self._sessions if s.worker is not None]
+
+
+class PythonRuntime(ProcessRuntime):
+    """Runs Python programs (the body of an async function) under RestrictedPython in
+    sandboxed worker processes; see ``sandbox/README.md``.
+
+    ``async with PythonRuntime(Limits(...)) as runtime: await runtime.run(request)``
+    """
+
+    language: ClassVar[str] = "python"
+    guest: ClassVar[str] = "python"
+    guest_modules: ClassVar[dict[str, str]] = {"python": "sandbox._py_guest"}
+
+    def __init__(
+        self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(limits, _guests=_guests)
+
+    async def __aenter__(self) -> PythonRuntime:
+        await super().__aenter__()
+        return self

@@ -1,0 +1,85 @@
+"""Helpers shared by the sandbox tests (real runtimes, real workers, no mocks)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+
+from engine import (
+    AbortController,
+    AbortSignal,
+    Binding,
+    BindingCallError,
+    CodeRunRequest,
+    CodeRunResult,
+    ErrorClass,
+)
+from sandbox import PythonRuntime
+
+Run = Callable[..., Awaitable[CodeRunResult]]
+
+
+async def echo(args: Any) -> Any:
+    return args
+
+
+async def fail(args: Any) -> Any:
+    raise BindingCallError(str(args.get("message", "deliberate failure")), args.get("code"))
+
+
+async def slow(args: Any) -> Any:
+    await anyio.sleep(float(args.get("seconds", 30)))
+    return args.get("value", "slow")
+
+
+async def buggy(args: Any) -> Any:
+    raise KeyError("host bug")
+
+
+async def delayed(args: Any) -> Any:
+    await anyio.sleep(float(args["delay"]))
+    return args["value"]
+
+
+DEFAULT_TOOLS: dict[str, Callable[[Any], Awaitable[Any]]] = {
+    "echo": echo,
+    "fail": fail,
+    "slow": slow,
+    "buggy": buggy,
+    "delayed": delayed,
+    "my-tool": echo,
+}
+
+
+def bindings(tools: Mapping[str, Callable[[Any], Awaitable[Any]]] | None = None) -> list[Binding]:
+    """``tools`` + ``ToolCallError``, as the engine binds them."""
+    return [Binding("tools", dict(tools if tools is not None else DEFAULT_TOOLS), ErrorClass())]
+
+
+def make_runner(runtime: PythonRuntime) -> Run:
+    async def run(
+        program: str,
+        *,
+        tools: Mapping[str, Callable[[Any], Awaitable[Any]]] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> CodeRunResult:
+        request = CodeRunRequest(program, bindings(tools), signal or AbortController().signal)
+        with anyio.fail_after(50):
+            return await runtime.run(request)
+
+    return run
+
+
+def ok(result: CodeRunResult) -> Any:
+    """The value of a successful run (fails the test with the diagnostic otherwise)."""
+    assert result.error is None, result.error
+    return result.value if result.has_value else None
+
+
+def err(result: CodeRunResult, kind: str = "exception") -> str:
+    """The message of a failed run of ``kind``."""
+    assert result.error is not None, f"expected {kind}, got value {result.value!r}"
+    assert result.error.kind == kind, result.error
+    return result.error.message

@@ -1,0 +1,130 @@
+"""Pool and supervisor lifecycle: warm workers, refill, recovery, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import anyio
+import pytest
+from sandbox_helpers import err, make_runner, ok
+
+from sandbox import Limits, PythonRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+def open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def child_pids() -> set[int]:
+    pids: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as handle:
+            pids.update(int(p) for p in handle.read().split())
+    return pids
+
+
+def children_of(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(p) for p in handle.read().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def settle_threads(expected: int) -> int:
+    # asyncio's child watcher thread for the fork server ends just after it is reaped.
+    for _ in range(100):
+        if threading.active_count() <= expected:
+            break
+        await anyio.sleep(0.01)
+    return threading.active_count()
+
+
+async def test_clean_shutdown_leaks_nothing() -> None:
+    fds, children, threads = open_fds(), child_pids(), threading.active_count()
+    workers: list[int] = []
+    async with PythonRuntime(Limits(pool_size=2, compute_ms=300)) as rt:
+        run = make_runner(rt)
+        server = rt._pool.server_pid  # type: ignore[union-attr]
+        assert ok(await run("return 1")) == 1
+        assert err(await run("while True:\n    pass"), "timeout")
+        assert err(await run("raise ValueError('x')")).endswith("ValueError: x")
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(run, "await tools.echo({})")
+        await anyio.sleep(0.2)  # let the refill finish: idle workers exist at exit
+        workers = children_of(server)
+        assert len(workers) >= 2
+    assert not alive(server)
+    assert not [pid for pid in workers if alive(pid)]
+    assert child_pids() == children
+    assert open_fds() == fds
+    assert await settle_threads(threads) == threads
+
+
+async def test_pool_serves_warm_workers_and_refills() -> None:
+    async with PythonRuntime(Limits(pool_size=2)) as rt:
+        run = make_runner(rt)
+        await anyio.sleep(0.3)
+        for i in range(6):
+            assert ok(await run(f"return {i}")) == i
+            await anyio.sleep(0.05)
+        stats = rt.stats.pool
+        assert stats.warm_checkouts == 6 and stats.cold_checkouts == 0
+        assert stats.workers_started >= 8
+
+
+async def test_each_worker_serves_one_run() -> None:
+    async with PythonRuntime(Limits(pool_size=1)) as rt:
+        run = make_runner(rt)
+        first = ok(await run("import random\nreturn random.random()"))
+        second = ok(await run("import random\nreturn random.random()"))
+        assert first != second  # a fresh interpreter state (and a fresh RNG) per run
+        program = "import json\ntry:\n    json.x = 1\nexcept TypeError:\n    pass\nreturn 'ok'"
+        assert ok(await run(program)) == "ok"
+
+
+async def test_concurrent_runs() -> None:
+    async with PythonRuntime(Limits(pool_size=2)) as rt:
+        run = make_runner(rt)
+        results: dict[int, object] = {}
+
+        async def one(i: int) -> None:
+            results[i] = ok(
+                await run(f"x = await tools.delayed({{'delay': 0.2, 'value': {i}}})\nreturn x * 2")
+            )
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(one, i)
+        assert results == {i: i * 2 for i in range(8)}
+
+
+async def test_recovers_from_a_dead_fork_server() -> None:
+    async with PythonRuntime(Limits(pool_size=1)) as rt:
+        run = make_runner(rt)
+        assert ok(await run("return 1")) == 1
+        server = rt._pool.server_pid  # type: ignore[union-attr]
+        os.kill(server, signal.SIGKILL)
+        for _ in range(200):
+            if rt._pool.server_pid != server:  # type: ignore[union-attr]
+                break
+            await anyio.sleep(0.01)
+        assert ok(await run("return 2")) == 2
+        assert rt.stats.pool.server_starts == 2
+
+
+async def test_run_requires_the_context_manager() -> None:
+    from engine import AbortController, CodeRunRequest
+
+    with pytest.raises(RuntimeError, match="not started"):
+        await PythonRuntime().run(CodeRunRequest("return 1", [], AbortController().signal))

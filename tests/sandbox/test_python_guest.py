@@ -1,0 +1,343 @@
+"""The Python guest through the public API: values, logs, bindings, errors, diagnostics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sandbox_helpers import Run, err, ok
+
+from engine import AbortController, Binding, CodeRunRequest, ErrorClass
+from sandbox import PythonRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_runtime_shape(runtime: PythonRuntime) -> None:
+    assert runtime.language == "python"
+    assert runtime.isolation == "process"
+
+
+# -- values ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("program", "value"),
+    [
+        ("return 1", 1),
+        ("return 'x'", "x"),
+        ("return None", None),
+        ("return [1, 2.5, True, None, {'a': 'b'}]", [1, 2.5, True, None, {"a": "b"}]),
+        ("return 2 ** 100", 2**100),
+        ("return '€ ünïcode 🎉'", "€ ünïcode 🎉"),
+        ("x = 1\nif x:\n    return 'early'\nreturn 'late'", "early"),
+        ("for i in range(3):\n    if i == 1:\n        return i", 1),
+    ],
+)
+async def test_completion_values(run: Run, program: str, value: object) -> None:
+    assert ok(await run(program)) == value
+
+
+async def test_no_return_means_no_value(run: Run) -> None:
+    result = await run("x = 1")
+    assert result.error is None and not result.has_value
+    bare = await run("return")
+    assert bare.error is None and not bare.has_value
+    explicit = await run("return None")
+    assert explicit.has_value and explicit.value is None
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["return {1, 2}", "return float('nan')", "return -0.0", "return {1: 'a'}",
+     "return print", "return float('inf')", "x = []\nx.append(x)\nreturn x"],
+)  # fmt: skip
+async def test_lossy_completion_is_invalid_output(run: Run, program: str) -> None:
+    assert err(await run(program), "invalid-output") == "program completion must be lossless JSON"
+
+
+async def test_tuples_and_container_subclasses_become_json(run: Run) -> None:
+    # Python differs from JS here: like ``json.dumps``, tuples become arrays and
+    # Counter/defaultdict become objects, so ``return c.most_common(2)`` just works.
+    program = (
+        "from collections import Counter, defaultdict, namedtuple\n"
+        "d = defaultdict(list)\nd['k'].append((1, 2))\nP = namedtuple('P', 'x y')\n"
+        "return [Counter('aab').most_common(1), d, P(1, 2), divmod(7, 2)]"
+    )
+    assert ok(await run(program)) == [[["a", 2]], {"k": [[1, 2]]}, [1, 2], [3, 1]]
+
+
+# -- logs -----------------------------------------------------------------------------
+
+
+async def test_print_is_coalesced_per_line(run: Run) -> None:
+    program = (
+        "print('a', end='')\nprint('b')\nprint('c\\nd')\nprint()\n"
+        "print(1, 2, sep='-')\nprint({'k': [1]})\nprint('tail', end='')"
+    )
+    result = await run(program)
+    assert ok(result) is None
+    assert result.logs == ["ab", "c", "d", "", "1-2", "{'k': [1]}", "tail"]
+
+
+async def test_logs_and_value(run: Run) -> None:
+    result = await run("print('printed')\nreturn 'returned'")
+    assert result.logs == ["printed"] and result.value == "returned"
+
+
+async def test_print_to_a_file_is_refused(run: Run) -> None:
+    message = err(await run("print('x', file=None)\nprint('y', file=[])"))
+    assert "print(file=...) is not available" in message
+
+
+async def test_logs_survive_a_failure(run: Run) -> None:
+    result = await run("print('before')\nraise ValueError('boom')")
+    assert result.logs == ["before"]
+    assert err(result).endswith("ValueError: boom")
+
+
+# -- top-level await, bindings ----------------------------------------------------------
+
+
+async def test_top_level_await_and_binding_values(run: Run) -> None:
+    program = (
+        "x = await tools.echo({'a': [1, 2]})\ny = await tools['my-tool']({'b': 1})\nreturn [x, y]"
+    )
+    assert ok(await run(program)) == [{"a": [1, 2]}, {"b": 1}]
+
+
+async def test_keyword_arguments_become_the_args_object(run: Run) -> None:
+    assert ok(await run("return await tools.echo(path='a', n=1)")) == {"path": "a", "n": 1}
+
+
+async def test_gather_preserves_argument_order(run: Run) -> None:
+    program = """
+import asyncio
+res = await asyncio.gather(
+    tools.delayed({'delay': 0.2, 'value': 'first'}),
+    tools.delayed({'delay': 0.0, 'value': 'second'}),
+    tools.delayed({'delay': 0.1, 'value': 'third'}),
+)
+return res
+"""
+    started = time.monotonic()
+    assert ok(await run(program)) == ["first", "second", "third"]
+    assert time.monotonic() - started < 1.5  # the calls overlapped
+
+
+async def test_calls_are_relayed_concurrently(run: Run) -> None:
+    program = """
+import asyncio
+async def fetch(i):
+    return await tools.delayed({'delay': 0.3, 'value': i})
+return await asyncio.gather(*[fetch(i) for i in range(20)])
+"""
+    started = time.monotonic()
+    assert ok(await run(program)) == list(range(20))
+    assert time.monotonic() - started < 2.5
+
+
+async def test_calls_are_sent_when_made(run: Run) -> None:
+    program = """
+a = tools.delayed({'delay': 0.6, 'value': 'a'})
+b = tools.delayed({'delay': 0.6, 'value': 'b'})
+return [await a, await b]
+"""
+    started = time.monotonic()
+    assert ok(await run(program)) == ["a", "b"]
+    assert time.monotonic() - started < 1.1  # overlapped, not 1.2 s back to back
+
+
+async def test_tool_call_error_carries_tool_name_message_and_code(run: Run) -> None:
+    program = """
+try:
+    await tools.fail({'message': 'not on my watch', 'code': 'DENIED'})
+except ToolCallError as e:
+    return [e.toolName, str(e), e.message, e.code, isinstance(e, Exception)]
+"""
+    assert ok(await run(program)) == ["fail", "not on my watch", "not on my watch", "DENIED", True]
+
+
+async def test_tool_call_error_without_code(run: Run) -> None:
+    program = (
+        "try:\n    await tools.fail({})\nexcept ToolCallError as e:\n    return [e.code, str(e)]"
+    )
+    assert ok(await run(program)) == [None, "deliberate failure"]
+
+
+async def test_uncaught_tool_call_error(run: Run) -> None:
+    message = err(await run("await tools.fail({'message': 'nope'})"))
+    assert message == (
+        "Traceback (most recent call last):\n"
+        "  line 1, in <program>\n"
+        "    await tools.fail({'message': 'nope'})\n"
+        "ToolCallError: nope"
+    )
+
+
+async def test_binding_raising_a_host_bug_is_relayed(run: Run) -> None:
+    program = "try:\n    await tools.buggy({})\nexcept ToolCallError as e:\n    return [e.toolName, str(e)]"
+    assert ok(await run(program)) == ["buggy", "'host bug'"]
+
+
+async def test_unknown_tool(run: Run) -> None:
+    program = "try:\n    await tools.nope({})\nexcept ToolCallError as e:\n    return [e.toolName, str(e)]"
+    assert ok(await run(program)) == ["nope", 'unknown binding "tools.nope"']
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["tools.echo()", "tools.echo({1, 2})", "tools.echo({'x': float('nan')})", "tools.echo({1: 2})",
+     "tools.echo({'a': 1}, {'b': 2})", "tools.echo(print)"],
+)  # fmt: skip
+async def test_lossy_arguments_are_rejected(run: Run, call: str) -> None:
+    program = f"try:\n    await {call}\nexcept TypeError as e:\n    return str(e)"
+    assert ok(await run(program)) == "binding arguments must be lossless JSON"
+
+
+async def test_lossy_binding_resolution(run: Run) -> None:
+    async def lossy(args: object) -> object:
+        return {"x": float("nan")}
+
+    program = "try:\n    await tools.lossy({})\nexcept ToolCallError as e:\n    return str(e)"
+    result = await run(program, tools={"lossy": lossy})
+    assert ok(result) == "binding resolution must be lossless JSON"
+
+
+async def test_tools_namespace(run: Run) -> None:
+    program = "return ['echo' in tools, 'zzz' in tools, sorted(tools)[:2], repr(tools.echo)]"
+    assert ok(await run(program)) == [True, False, ["buggy", "delayed"], "<tool echo>"]
+
+
+async def test_tools_is_read_only(run: Run) -> None:
+    assert err(await run("tools.echo = 1")).endswith(
+        "TypeError: '_Namespace' objects cannot be modified by programs"
+    )
+    assert "cannot be modified" in err(await run("setattr(tools, 'echo', 1)"))
+
+
+async def test_binding_without_error_class(runtime: PythonRuntime) -> None:
+    from sandbox_helpers import fail
+
+    request = CodeRunRequest(
+        "try:\n    await api.fail({})\nexcept RuntimeError as e:\n    return str(e)",
+        [Binding("api", {"fail": fail}, None)],
+        AbortController().signal,
+    )
+    assert ok(await runtime.run(request)) == "deliberate failure"
+
+
+async def test_two_bindings(runtime: PythonRuntime) -> None:
+    from sandbox_helpers import echo, fail
+
+    request = CodeRunRequest(
+        "a = await one.echo({'n': 1})\ntry:\n    await two.fail({})\nexcept TwoError as e:\n"
+        "    return [a, e.name_of_tool]",
+        [
+            Binding("one", {"echo": echo}, ErrorClass("OneError", "toolName")),
+            Binding("two", {"fail": fail}, ErrorClass("TwoError", "name_of_tool")),
+        ],
+        AbortController().signal,
+    )
+    assert ok(await runtime.run(request)) == [{"n": 1}, "fail"]
+
+
+# -- asyncio --------------------------------------------------------------------------
+
+
+async def test_asyncio_gather_of_own_coroutines_and_sleep(run: Run) -> None:
+    program = """
+import asyncio
+from asyncio import sleep
+async def work(n):
+    await sleep(0.01 * (3 - n))
+    return n * 10
+return await asyncio.gather(*[work(i) for i in range(3)])
+"""
+    assert ok(await run(program)) == [0, 10, 20]
+
+
+async def test_gather_return_exceptions(run: Run) -> None:
+    program = """
+import asyncio
+res = await asyncio.gather(tools.fail({}), tools.echo({'v': 1}), return_exceptions=True)
+return [type(res[0]).__name__, res[1]]
+"""
+    assert ok(await run(program)) == ["ToolCallError", {"v": 1}]
+
+
+async def test_asyncio_is_limited(run: Run) -> None:
+    assert "has no attribute 'get_event_loop'" in err(
+        await run("import asyncio\nasyncio.get_event_loop()")
+    )
+    assert "has no attribute 'subprocess'" in err(await run("import asyncio\nasyncio.subprocess"))
+
+
+# -- diagnostics ----------------------------------------------------------------------
+
+
+async def test_traceback_is_trimmed_to_program_frames(run: Run) -> None:
+    program = "def helper(x):\n    return 1 / x\n\ntotal = 0\ntotal += helper(0)\n"
+    assert err(await run(program)) == (
+        "Traceback (most recent call last):\n"
+        "  line 5, in <program>\n"
+        "    total += helper(0)\n"
+        "  line 2, in helper\n"
+        "    return 1 / x\n"
+        "ZeroDivisionError: division by zero"
+    )
+
+
+async def test_traceback_of_methods_and_library_calls(run: Run) -> None:
+    program = "import json\nclass P:\n    def parse(self, s):\n        return json.loads(s)\n\nP().parse('{')"
+    message = err(await run(program))
+    assert message.startswith(
+        "Traceback (most recent call last):\n  line 6, in <program>\n    P().parse('{')\n"
+        "  line 4, in P.parse\n    return json.loads(s)\nJSONDecodeError: "
+    )
+    assert "/" not in message.split("\n")[-1] and ".py" not in message
+
+
+async def test_chained_exceptions(run: Run) -> None:
+    program = "try:\n    {}['k']\nexcept KeyError as e:\n    raise RuntimeError('wrapped') from e"
+    assert err(await run(program)) == (
+        "Traceback (most recent call last):\n  line 2, in <program>\n    {}['k']\nKeyError: 'k'\n"
+        "\nThe above exception was the direct cause of the following exception:\n\n"
+        "Traceback (most recent call last):\n  line 4, in <program>\n"
+        "    raise RuntimeError('wrapped') from e\nRuntimeError: wrapped"
+    )
+
+
+async def test_syntax_error(run: Run) -> None:
+    assert err(await run("x = 1\ny = = 2\n")) == (
+        "  line 2\n    y = = 2\n        ^\nSyntaxError: invalid syntax"
+    )
+
+
+async def test_policy_error(run: Run) -> None:
+    assert err(await run("x = 1\nreturn x.__class__\n")) == (
+        "  line 2\n    return x.__class__\n"
+        'SyntaxError: "__class__" is an invalid attribute name because it starts with "_".'
+    )
+
+
+async def test_top_level_yield_is_refused(run: Run) -> None:
+    assert "'yield' is not allowed at the top level" in err(await run("yield 1"))
+
+
+async def test_unrenderable_exception(run: Run) -> None:
+    program = (
+        "class E(Exception):\n    def __str__(self):\n        raise ValueError('no')\nraise E()"
+    )
+    assert err(await run(program)).endswith("E: <exception str() failed>")
+
+
+async def test_abort_before_start_uses_no_worker(runtime: PythonRuntime) -> None:
+    controller = AbortController()
+    controller.abort("not today")
+    pool = runtime.stats.pool
+    checkouts = pool.warm_checkouts + pool.cold_checkouts
+    result = await runtime.run(CodeRunRequest("return 1", [], controller.signal))
+    assert result.error is not None and result.error.kind == "abort"
+    assert result.error.message == "not today" and result.logs == []
+    assert pool.warm_checkouts + pool.cold_checkouts == checkouts
