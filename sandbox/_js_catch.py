@@ -19,6 +19,7 @@ a destructuring pattern that spans lines is left alone. Code run through ``eval`
 from __future__ import annotations
 
 import functools
+import threading
 
 import tree_sitter
 import tree_sitter_typescript
@@ -30,9 +31,20 @@ _SUFFIX = b"\n}"
 
 
 @functools.cache
-def _query() -> tuple[tree_sitter.Parser, tree_sitter.Query]:
+def _language_and_query() -> tuple[tree_sitter.Language, tree_sitter.Query]:
     language = tree_sitter.Language(tree_sitter_typescript.language_typescript())
-    return tree_sitter.Parser(language), tree_sitter.Query(language, "(catch_clause) @catch")
+    return language, tree_sitter.Query(language, "(catch_clause) @catch")
+
+
+_local = threading.local()  # parsers hold mutable state: one per thread
+
+
+def _query() -> tuple[tree_sitter.Parser, tree_sitter.Query]:
+    language, query = _language_and_query()
+    parser: tree_sitter.Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = tree_sitter.Parser(language)
+    return parser, query
 
 
 def guard_catches(program: str, guard: str, caught: str) -> str:

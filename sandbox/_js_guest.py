@@ -24,10 +24,19 @@ outbox that ``pending_calls`` drains, and replies settle stored resolvers, after
 ``execute_pending_job`` runs until the job queue is empty.
 
 Every slice runs under ``set_time_limit`` with the compute budget still left, and the
-time spent is charged to it; an exhausted budget, a memory error (detected in the
-prelude's ``prepareStackTrace`` hook, since QuickJS lets programs catch it) or an
-output flood ends the run for good. The context must only ever be used from the thread
-that made it, which needs a native stack well above ``stack_bytes`` (the main thread).
+whole slice is charged to it. Three things end a run for good whatever the program
+catches: the budget (QuickJS's interrupt is uncatchable), memory (QuickJS lets programs
+catch that, so every ``catch`` clause and rejection handler hands its value to a guard,
+see ``_js_catch.py``, and the heap is probed between jobs) and an output flood (the
+ledger below). A program that swallows what a doomed run throws at it keeps running
+only until its slice ends or its budget runs out; the first cause is what is reported.
+
+Timers are real: ``setTimeout``/``setInterval`` record a due time, the driver waits at
+most ``timer_delay()`` and calls ``run_timers()``. A run with no pending call, no job
+and no timer can never finish and fails as the reference's drained worker does.
+
+The context must only ever be used from the thread that made it, and that thread needs
+a native stack well above ``stack_bytes`` (the main thread's 8 MiB).
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ __all__ = [
 ]
 
 MAX_STACK_BYTES: Final = 1 << 20
+MIN_MEMORY_BYTES: Final = 8 << 20  # the context and prelude take about 1 MiB
 OUTPUT_EXCEEDED: Final = "outer output exceeded {} bytes"
 COMPUTE_EXHAUSTED: Final = "compute budget exhausted ({}ms busy)"
 MEMORY_EXCEEDED: Final = "memory limit exceeded ({} bytes)"
@@ -78,7 +88,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JsLimits(msgspec.Struct, frozen=True):
-    """Per-run limits. ``stack_bytes`` may not exceed 1 MiB."""
+    """Per-run limits: CPU budget, heap ceiling, native stack (at most 1 MiB), output."""
 
     compute_ms: int = 60_000
     memory_bytes: int = 512 * 2**20
@@ -91,6 +101,8 @@ class JsLimits(msgspec.Struct, frozen=True):
                 raise ValueError(f"JsLimits.{field} must be positive")
         if self.stack_bytes > MAX_STACK_BYTES:
             raise ValueError(f"JsLimits.stack_bytes must be at most {MAX_STACK_BYTES}")
+        if self.memory_bytes < MIN_MEMORY_BYTES:
+            raise ValueError(f"JsLimits.memory_bytes must be at least {MIN_MEMORY_BYTES}")
 
 
 class JsBinding(msgspec.Struct, frozen=True):
@@ -251,7 +263,9 @@ class JsGuest:
         suffix = secrets.token_hex(6)
         guard, caught = f"__codemode_guard_{suffix}", f"__codemode_caught_{suffix}"
         program = guard_catches(_clean(program_js), guard, caught)
-        lines = program.count("\n") + 1
+        # An upper bound of the program's lines whatever its line terminators; frames
+        # below it are the program's own.
+        lines = sum(map(program.count, ("\n", "\r", "\u2028", "\u2029"))) + 1
 
         def begin() -> None:
             self._js(self._host, _OP_INSTALL, spec)

@@ -9,8 +9,13 @@
 // `Object.prototype` or `Array.prototype` cannot inject keys or setters into them.
 //
 // Positions: the program is compiled by indirect eval after `pad` blank lines, so its
-// frames have line numbers above every prelude line; `prepareStackTrace` keeps only
-// those frames and renders them as `    at <program>:LINE`.
+// frames have line numbers above every prelude line; stacks keep only those frames and
+// render them as `    at <program>:LINE` or `    at name (<program>:LINE)`.
+//
+// Host ops (Python calls `host(op, ...)`): 0 FLAGS -> bit 1 out of memory, bit 2 output
+// flood; 1 INSTALL(bindingsJson); 2 RUN(source, lines, guardName); 3 SETTLE(id, ok,
+// payloadJsonOrMessage, code); 4 POLL -> JSON {logs, calls, state, timer, outstanding};
+// 5 FIRE_TIMER -> 1 when a due timer ran.
 (function setup(makeInspect, configJson) {
   "use strict";
   const { apply: ReflectApply, ownKeys: ReflectOwnKeys } = Reflect;
@@ -498,8 +503,18 @@
     return P;
   }
 
+  // Memory that runs out inside the engine's own machinery (a job it cannot enqueue)
+  // reaches no catch and no guard; what shows is a heap at its ceiling. The driver polls
+  // FLAGS every few hundred jobs and after each slice, and a failed probe counts as
+  // running out (a program within PROBE_BYTES of its limit has run out, in effect).
+  const PROBE_BYTES = 256 * 1024;
+  function probe() {
+    try { new ArrayBuffer(PROBE_BYTES); } catch { flags |= OOM; }
+    return flags;
+  }
+
   const HOST = [
-    () => flags,                                    // 0 FLAGS: allocation-free
+    () => probe(),                                  // 0 FLAGS
     (bindingsJson) => { install(bindingsJson); },   // 1 INSTALL
     (source, lines, guardName) => { run(source, lines, guardName); },  // 2 RUN
     (id, ok, payload, code) => settle(id, ok, payload, code),  // 3 SETTLE

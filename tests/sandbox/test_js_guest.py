@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from sandbox._js_guest import (
     JsGuest,
     JsLimits,
 )
+from sandbox._ts_strip import strip_types
 
 TOOLS = JsBinding("tools", ("echo", "fail", "my-tool", "__proto__", "constructor"))
 
@@ -47,6 +49,11 @@ class Outcome:
     def error(self) -> tuple[str, str]:
         assert isinstance(self.state, GuestFailed), self.state
         return self.state.kind, self.state.message
+
+
+def state_of(guest: JsGuest) -> GuestState:
+    """Read the state afresh (an earlier assert must not narrow it for the type checker)."""
+    return guest.state
 
 
 def drive(
@@ -166,7 +173,9 @@ def test_console_methods_each_log_one_entry_joined_by_spaces() -> None:
 
 
 def test_logs_after_completion_are_not_output() -> None:
-    program = "Promise.resolve().then(() => Promise.resolve()).then(() => console.log('late')); return 1"
+    program = (
+        "Promise.resolve().then(() => Promise.resolve()).then(() => console.log('late')); return 1"
+    )
     outcome = drive(program)
     assert outcome.value == 1
 
@@ -312,10 +321,10 @@ def test_replies_for_unknown_or_settled_ids_are_dropped() -> None:
     (call,) = guest.pending_calls()
     guest.resolve(99, "1")
     guest.reject(99, "nope")
-    assert isinstance(guest.state, GuestRunning)
+    assert guest.state == GuestRunning()
     guest.resolve(call.id, '"first"')
     guest.resolve(call.id, '"second"')
-    assert guest.state == GuestDone('"first"')
+    assert state_of(guest) == GuestDone('"first"')
 
 
 def test_invalid_resolution_json_rejects_the_call() -> None:
@@ -350,8 +359,11 @@ def test_fire_and_forget_calls_stay_visible_after_completion() -> None:
             "throw new Custom('mine')",
             "Custom: mine\n    at new Custom (<program>:2)\n    at <program>:4",
         ),
-        ("await null;\n[1].map(() => { null.x })", "TypeError: cannot read property 'x' of null\n"
-         "    at <anonymous> (<program>:2)\n    at <program>:2"),
+        (
+            "await null;\n[1].map(() => { null.x })",
+            "TypeError: cannot read property 'x' of null\n"
+            "    at <anonymous> (<program>:2)\n    at <program>:2",
+        ),
         ("const e = new Error('e'); e.stack = 'custom stack'; throw e", "custom stack"),
         ("throw 42", "42"),
         ("throw 'plain string'", "plain string"),
@@ -405,16 +417,19 @@ def test_timer_delay_reports_the_next_due_timer() -> None:
     delay = guest.timer_delay()
     assert delay is not None and 0.0 < delay <= 0.05
     guest.run_timers()  # not due yet: nothing happens
-    assert isinstance(guest.state, GuestRunning)
+    assert guest.state == GuestRunning()
     time.sleep(delay)
     guest.run_timers()
-    assert guest.state == GuestDone('"woke"')
+    assert state_of(guest) == GuestDone('"woke"')
     assert guest.timer_delay() is None
 
 
 def test_error_in_a_timer_fails_the_run() -> None:
     program = "setTimeout(() => { throw new Error('in timer') }, 1); await new Promise(() => {})"
-    assert drive(program).error == ("exception", "Error: in timer\n    at <anonymous> (<program>:1)")
+    assert drive(program).error == (
+        "exception",
+        "Error: in timer\n    at <anonymous> (<program>:1)",
+    )
 
 
 def test_awaiting_what_nothing_can_settle_ends_the_run() -> None:
@@ -436,3 +451,27 @@ def test_close_releases_a_running_guest() -> None:
     guest.start("await tools.echo({})", [TOOLS])
     guest.close()
     assert guest.state == GuestFailed("abort", "guest closed")
+
+
+# -- end to end: stripped TypeScript in the guest ---------------------------------------
+
+CORPUS = sorted((pathlib.Path(__file__).parent / "ts_corpus").glob("*.ts"))
+
+
+def corpus_host(call: JsCall) -> tuple[bool, str, str | None]:
+    """The same fake tools as the Node harness in test_ts_strip.py."""
+    args = json.loads(call.args_json)
+    if call.name == "read_file":
+        return True, json.dumps({"text": f"contents of {args['path']}\nline 2"}), None
+    return True, json.dumps({"tool": call.name, "args": args}), None
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_stripped_corpus_prints_what_node_printed(path: pathlib.Path) -> None:
+    bindings = [JsBinding("tools", ("read_file", "echo"))]
+    outcome = drive(strip_types(path.read_text()), corpus_host, bindings=bindings)
+    lines = list(outcome.logs)
+    if isinstance(outcome.state, GuestDone) and outcome.state.value_json is not None:
+        lines.append(f"return: {outcome.state.value_json}")
+    assert isinstance(outcome.state, GuestDone), outcome.state
+    assert "\n".join(lines) + "\n" == path.with_suffix(".out").read_text()
