@@ -20,7 +20,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (  # noqa: E402
+from engine import (
     AbortController,
     ToolExecutionInput,
     ToolOutput,
@@ -28,7 +28,7 @@ from engine import (  # noqa: E402
     define_tool,
     text,
 )
-from engine.schema import validate_json_schema_value  # noqa: E402
+from engine.schema import validate_json_schema_value
 
 N = 20_000
 ROUNDS = 5
@@ -98,7 +98,7 @@ async def main() -> None:
     floor = await _per_call(bare)
     t0 = await _per_call(plain)
     t3 = await _per_call(listened)
-    print("pipeline overhead (median of %d rounds x %d calls)" % (ROUNDS, N))
+    print(f"pipeline overhead (median of {ROUNDS} rounds x {N} calls)")
     print(f"{'case':<38}{'us/call':>10}{'x bare':>10}")
     print(f"{'bare await body(args)':<38}{floor:>10.2f}{1:>10.1f}")
     print(f"{'execute(), no listeners':<38}{t0:>10.2f}{t0 / floor:>10.1f}")
@@ -125,7 +125,13 @@ def _bench_validation() -> None:
         "required": ["name", "tags"],
     }
     values = [
-        {"name": f"n{i}", "tags": ["a", "b", str(i)], "size": i, "mode": "b", "nested": {"x": 1.5, "y": i}}
+        {
+            "name": f"n{i}",
+            "tags": ["a", "b", str(i)],
+            "size": i,
+            "mode": "b",
+            "nested": {"x": 1.5, "y": i},
+        }
         for i in range(200)
     ]
     reps = 50

@@ -301,7 +301,6 @@ class Pipeline:
         if caller.aborted:
             return Prepared("final", exec_, aborted_before_dispatch_result())
         try:
-
             gate = await self._hooks.waterfall("tools/pre-execute", exec_.agent, (exec_,), _allow)
             approval_cancelled = False
             if isinstance(gate, Ask):
