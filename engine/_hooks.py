@@ -90,6 +90,10 @@ class HookRegistry:
 
         return dispose
 
+    def has(self, event: str) -> bool:
+        """Whether any listener (global or scoped) is registered for ``event``."""
+        return bool(self._entries[event])
+
     def listeners(self, event: str, agent: Scope | None) -> list[Callable[..., Any]]:
         """The listeners of ``event`` that apply to a call made by ``agent`` (in order)."""
         entries = self._entries[event]

@@ -301,7 +301,11 @@ class Pipeline:
         if caller.aborted:
             return Prepared("final", exec_, aborted_before_dispatch_result())
         try:
-            gate = await self._hooks.waterfall("tools/pre-execute", exec_.agent, (exec_,), _allow)
+            hooks = self._hooks
+            if hooks.has("tools/pre-execute"):
+                gate = await hooks.waterfall("tools/pre-execute", exec_.agent, (exec_,), _allow)
+            else:
+                gate = _ALLOW
             approval_cancelled = False
             if isinstance(gate, Ask):
                 gate, approval_cancelled = await self._ask(exec_, gate)
@@ -356,11 +360,14 @@ class Pipeline:
     async def dispatch(self, exec_: ToolRunContext) -> tuple[StageKind, ToolExecutionResult]:
         """Run the ``tools/execute`` chain and the body; ``("post"|"final", result)``."""
         try:
+            if self._hooks.has("tools/execute"):
 
-            async def body() -> ToolExecutionResult:
-                return await self._dispatch_body(exec_)
+                async def body() -> ToolExecutionResult:
+                    return await self._dispatch_body(exec_)
 
-            result = await self._hooks.waterfall("tools/execute", exec_.agent, (exec_,), body)
+                result = await self._hooks.waterfall("tools/execute", exec_.agent, (exec_,), body)
+            else:
+                result = await self._dispatch_body(exec_)
             normalized = self._normalize(exec_, result)
             if exec_._deferred:
                 merged = (*exec_._deferred, *normalized.additional_contexts)
@@ -505,11 +512,13 @@ class Pipeline:
     async def _post_execute(
         self, exec_: ToolRunContext, result: ToolExecutionResult
     ) -> ToolExecutionResult:
-        frozen = _materialize(result) if not exec_._is_canonical(result) else result
-
-        decision = await self._hooks.waterfall(
-            "tools/post-execute", exec_.agent, (exec_, frozen), _accept
-        )
+        if not self._hooks.has("tools/post-execute"):
+            decision: Any = _ACCEPT
+        else:
+            frozen = _materialize(result) if not exec_._is_canonical(result) else result
+            decision = await self._hooks.waterfall(
+                "tools/post-execute", exec_.agent, (exec_, frozen), _accept
+            )
         if isinstance(decision, Block):
             feedback = list(decision.feedback)
             return exec_._mark_canonical(
