@@ -70,6 +70,12 @@ def run(
         str | None,
         typer.Option("--description", "-d", help="What the program does (shown in logs)."),
     ] = None,
+    keep_state: Annotated[
+        bool,
+        typer.Option(
+            "--keep-state", help="Keep spilled results and bash output files after the run."
+        ),
+    ] = False,
 ) -> None:
     """Run one program in code mode against the built-in tools; print the result content."""
     _check_lang(lang)
@@ -86,7 +92,7 @@ def run(
             raise _usage(f"cannot read {file!r}: {exc}") from None
     language = detect_language(file, lang)
     summary = description or f"Run {Path(file).name if file != '-' else 'stdin program'}"
-    outcome = anyio.run(_run_program, program, language, ws, summary)
+    outcome = anyio.run(_run_program, program, language, ws, summary, keep_state)
     result, events = outcome
     if as_json:
         payload: dict[str, Any] = {
@@ -112,9 +118,11 @@ def run(
 
 
 async def _run_program(
-    program: str, language: str, workspace: Path, summary: str
+    program: str, language: str, workspace: Path, summary: str, keep_state: bool
 ) -> tuple[Any, list[dict[str, Any]]]:
-    async with open_session(workspace, language) as session:
+    async with open_session(workspace, language, keep_state=keep_state) as session:
+        if keep_state:
+            _err.print(f"state directory: {session.state_dir}")
         result = await session.runtime.execute(
             ToolExecutionInput(
                 call_id="cli-1",

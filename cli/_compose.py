@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,6 +39,7 @@ class Session(msgspec.Struct):
     scope: Scope
     log: MemorySessionLog
     workspace: Path
+    state_dir: Path
 
 
 def _code_runtime(language: str) -> Any:
@@ -50,13 +52,19 @@ def _code_runtime(language: str) -> Any:
 
 @contextlib.asynccontextmanager
 async def open_session(
-    workspace: Path, language: str, *, pool_size: int | None = None
+    workspace: Path, language: str, *, keep_state: bool = False
 ) -> AsyncIterator[Session]:
-    """Start the sandbox, register the default tools bound to ``workspace``, yield."""
+    """Start the sandbox, register the default tools bound to ``workspace``, yield.
+
+    Spilled results and bash output files go to a private state directory outside the
+    workspace, removed on exit unless ``keep_state`` (then its path is kept for the user).
+    """
     import tools as first_party
 
     state_dir = Path(tempfile.mkdtemp(prefix="codemode-"))
     async with contextlib.AsyncExitStack() as stack:
+        if not keep_state:
+            stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
         code_runtime = await stack.enter_async_context(_code_runtime(language))
         runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
         TimeoutPolicy().install(runtime)
@@ -75,4 +83,6 @@ async def open_session(
             runtime.register(definition)
         log = MemorySessionLog()
         scope = runtime.scope("cli", session=log)
-        yield Session(runtime=runtime, scope=scope, log=log, workspace=workspace)
+        yield Session(
+            runtime=runtime, scope=scope, log=log, workspace=workspace, state_dir=state_dir
+        )
