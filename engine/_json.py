@@ -114,6 +114,7 @@ class _Slow(Exception):
 
 
 _MAX_FLOAT_INT = int(sys.float_info.max)
+_copysign = math.copysign
 _FAST_DEPTH = 200
 
 
@@ -150,8 +151,15 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
             if type(key) is not str:
                 raise _Slow
             tc = type(child)
-            # Inline the commonest leaves: a call per string costs more than the copy.
-            if tc is str or child is None or tc is bool:
+            # Inline the commonest leaves: a call per leaf costs more than the copy.
+            if (
+                tc is str
+                or child is None
+                or tc is bool
+                or (tc is int and -_MAX_FLOAT_INT <= child <= _MAX_FLOAT_INT)
+                # finite (inf - inf is nan) and not -0.0
+                or (tc is float and child - child == 0.0 and (child or _copysign(1.0, child) > 0))
+            ):
                 out[key] = child
             else:
                 out[key] = _fast(child, freeze, depth + 1)
