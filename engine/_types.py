@@ -92,7 +92,7 @@ class ToolSchema(msgspec.Struct, frozen=True):
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
-class ToolExecutionInput(msgspec.Struct, frozen=True, kw_only=True):
+class ToolExecutionInput(msgspec.Struct, frozen=True):
     """What a caller passes to ``ToolRuntime.execute``.
 
     ``agent`` is the calling ``Scope`` (or ``None`` for an agent-less call); ``parent`` is
