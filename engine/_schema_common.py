@@ -23,6 +23,7 @@ __all__ = [
     "Path",
     "check_annotations",
     "check_scalar_keywords",
+    "check_type_value",
     "index_path",
     "is_json_dict",
     "is_json_list",
@@ -218,6 +219,21 @@ def check_scalar_keywords(
             out.append(problem)
         elif enum_ok and not any(json_scalar_equal(node["const"], item) for item in enum):
             out.append(f'{where}: {dumps_compact(node["const"])} is not one of the "enum" values')
+
+
+def check_type_value(value: Any, types: tuple[str, ...], at: At, out: list[str]) -> str | None:
+    """The type name when ``value``, the ``type`` keyword of the node at ``at``, is one of
+    ``types``; otherwise report why it is unusable and return None."""
+    if isinstance(value, str) and value in types:
+        return value
+    where = at.key("type")
+    if isinstance(value, (list, tuple)):
+        out.append(f"{where}: type arrays are not supported; use oneOf")
+    elif isinstance(value, str):
+        out.append(f'{where}: unsupported type "{value}"')
+    else:
+        out.append(f"{where}: must be a string")
+    return None
 
 
 def check_annotations(node: dict[str, Any], at: At, out: list[str]) -> None:

@@ -28,6 +28,7 @@ from ._schema_common import (
     At,
     check_annotations,
     check_scalar_keywords,
+    check_type_value,
     is_json_dict,
     is_json_list,
 )
@@ -64,16 +65,7 @@ def _kind(spec: dict[str, Any], here: At, out: list[str]) -> str | None:
         else:
             out.append(f'{here}: must declare "type" or "oneOf"')
         return None
-    type_value = spec["type"]
-    if isinstance(type_value, str) and type_value in _DSL_TYPES:
-        return type_value
-    if isinstance(type_value, (list, tuple)):
-        out.append(f"{here.key('type')}: type arrays are not supported; use oneOf")
-    elif isinstance(type_value, str):
-        out.append(f'{here.key("type")}: unsupported type "{type_value}"')
-    else:
-        out.append(f"{here.key('type')}: must be a string")
-    return None
+    return check_type_value(spec["type"], _DSL_TYPES, here, out)
 
 
 def _check_keys(

@@ -26,6 +26,7 @@ from ._schema_common import (
     At,
     check_annotations,
     check_scalar_keywords,
+    check_type_value,
     is_json_dict,
     is_json_list,
 )
@@ -41,20 +42,6 @@ _OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
 _CONSTRAINTS = ("type", *_OBJECT_KEYWORDS, "items", "enum", "const")
 
 
-def _check_type(node: dict[str, Any], where: At, out: list[str]) -> str | None:
-    """Validate ``type``; return the type name when it is usable, else None."""
-    value = node["type"]
-    if isinstance(value, str) and value in TYPES:
-        return value
-    if isinstance(value, (list, tuple)):
-        out.append(f"{where}: type arrays are not supported; use oneOf")
-    elif isinstance(value, str):
-        out.append(f'{where}: unsupported type "{value}"')
-    else:
-        out.append(f"{where}: must be a string")
-    return None
-
-
 def _check_node(node: dict[str, Any], here: At, out: list[str]) -> list[tuple[Any, At]]:
     """Report this node's own violations; return its child schemas with their locations."""
     children: list[tuple[Any, At]] = []
@@ -67,7 +54,7 @@ def _check_node(node: dict[str, Any], here: At, out: list[str]) -> list[tuple[An
     type_name: str | None = None
     type_valid = True
     if "type" in node:
-        type_name = _check_type(node, here.key("type"), out)
+        type_name = check_type_value(node["type"], TYPES, here, out)
         type_valid = type_name is not None
 
     if "oneOf" in node:

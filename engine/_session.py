@@ -110,7 +110,25 @@ def _decode(body: str) -> Any:
         return json.loads(body)
 
 
-class MemorySessionLog:
+class _ClosingLog:
+    """``with log:`` closes the log on exit."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class MemorySessionLog(_ClosingLog):
     """A session log kept in memory (tests, ephemeral agents)."""
 
     def __init__(self) -> None:
@@ -144,17 +162,6 @@ class MemorySessionLog:
         with self._lock:
             self._closed = True
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 _SCHEMA_VERSION = 1
 
@@ -166,7 +173,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-class SqliteSessionLog:
+class SqliteSessionLog(_ClosingLog):
     """A session log in a SQLite file (WAL mode), readable again after a restart.
 
     Each event is one row ``(seq, type, body)`` where ``body`` is the event's compact
@@ -270,14 +277,3 @@ class SqliteSessionLog:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

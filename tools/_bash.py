@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 
-from engine import AbortError, ToolDefinition, ToolOutput, define_tool, text
+from engine import AbortError, ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import catalog_entry, define_catalog_tool
 from ._common import arg, is_blank, result_parts, text_of
 from ._config import ToolsConfig, ensure_private_dir
 from ._jobs import Job
@@ -261,9 +261,8 @@ def _background(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
 
 def build_bash(cfg: ToolsConfig) -> ToolDefinition:
     """The ``bash`` tool bound to ``cfg``."""
-    entry = catalog_entry("bash")
     # The managed variables carry this project's prefix, so the description names it.
-    description = entry["description"].replace("$DSH_*", f"${cfg.env_prefix}*")
+    description = catalog_entry("bash")["description"].replace("$DSH_*", f"${cfg.env_prefix}*")
 
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["command"]):
@@ -328,10 +327,9 @@ def build_bash(cfg: ToolsConfig) -> ToolDefinition:
             card.update(output=body[: match.start()], exitCode=code)
         return card
 
-    return define_tool(
-        name=entry["name"],
+    return define_catalog_tool(
+        "bash",
         description=description,
-        parameters=parameter_spec("bash"),
         output=ToolOutput(schema=_OUTPUT_SCHEMA, render=render),
         execute=execute,
         present_call=present_call,

@@ -14,7 +14,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["catalog_entry", "parameter_spec"]
+from engine import ToolDefinition, define_tool
+
+__all__ = ["catalog_entry", "define_catalog_tool", "parameter_spec"]
 
 
 @cache
@@ -57,3 +59,21 @@ def parameter_spec(name: str) -> dict[str, Any]:
     root = _to_spec(_entries()[name]["parameters"])
     props: dict[str, Any] = root.get("properties", {})
     return props
+
+
+def define_catalog_tool(
+    name: str,
+    *,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    **options: Any,
+) -> ToolDefinition:
+    """``define_tool`` for catalog entry ``name``: the entry's name, and its description and
+    parameter spec unless overridden; ``options`` are the rest of ``define_tool``'s."""
+    entry = _entries()[name]
+    return define_tool(
+        name=entry["name"],
+        description=entry["description"] if description is None else description,
+        parameters=parameter_spec(name) if parameters is None else parameters,
+        **options,
+    )

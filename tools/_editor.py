@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio.to_thread
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import define_catalog_tool
 from ._common import arg
 from ._config import ToolsConfig
 from ._errors import FsError
@@ -227,7 +227,6 @@ def _required(name: str, command: str) -> ValueError:
 
 def build_str_replace_editor(cfg: ToolsConfig) -> ToolDefinition:
     """The ``str_replace_editor`` tool bound to ``cfg``."""
-    entry = catalog_entry("str_replace_editor")
 
     async def execute(args: Any, ctx: Any) -> Any:
         command = args["command"]
@@ -288,10 +287,8 @@ def build_str_replace_editor(cfg: ToolsConfig) -> ToolDefinition:
             "locations": [{"path": path, "line": at}],
         }
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("str_replace_editor"),
+    return define_catalog_tool(
+        "str_replace_editor",
         output=ToolOutput(schema={"type": "string"}, render=lambda args, value: [text(value)]),
         execute=execute,
         # Viewing only reads; every other command mutates and runs alone.

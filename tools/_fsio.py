@@ -25,6 +25,7 @@ __all__ = [
     "digest",
     "file_version",
     "read_regular_file",
+    "regular_stat",
     "stat_or_none",
     "version_of",
 ]
@@ -98,15 +99,21 @@ def file_version(real: str) -> FileVersion | None:
     return version_of(st, content_digest)
 
 
-def read_regular_file(resolved: Resolved, verb: str) -> tuple[bytes, os.stat_result] | None:
-    """Read a whole regular file; ``None`` when missing. ``verb`` words the errors."""
+def regular_stat(resolved: Resolved, verb: str) -> os.stat_result | None:
+    """``stat_or_none`` that refuses anything but a regular file; ``verb`` words the error."""
     st = stat_or_none(resolved)
-    if st is None:
-        return None
-    if not stat_mod.S_ISREG(st.st_mode):
+    if st is not None and not stat_mod.S_ISREG(st.st_mode):
         raise FsError(
             f'cannot {verb} "{resolved.display}": not a regular file', "FS_NOT_REGULAR_FILE"
         )
+    return st
+
+
+def read_regular_file(resolved: Resolved, verb: str) -> tuple[bytes, os.stat_result] | None:
+    """Read a whole regular file; ``None`` when missing. ``verb`` words the errors."""
+    st = regular_stat(resolved, verb)
+    if st is None:
+        return None
     try:
         with open(resolved.real, "rb") as fh:
             data = fh.read()

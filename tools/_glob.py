@@ -6,19 +6,20 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, text
 
-from ._catalog import catalog_entry, parameter_spec
-from ._common import arg, is_blank
+from ._catalog import catalog_entry
+from ._common import is_blank
 from ._config import ToolsConfig
-from ._rg import run_rg
 from ._search import (
     GLOB_UNSAVED,
     VCS_DIRS,
     Spills,
     bounded,
     check_path,
-    search_card,
+    define_search_tool,
+    run_search,
+    search_title,
     workdir_relative,
 )
 
@@ -133,14 +134,7 @@ def build_glob(cfg: ToolsConfig) -> ToolDefinition:
             argv += [f"--glob=!**/{vcs}", f"--glob=!**/{vcs}/**"]
         if path is not None:
             argv += ["--", path]
-        out = await run_rg(
-            argv,
-            cwd=cfg.workspace.root,
-            signal=ctx.signal,
-            tool="glob",
-            raw_cap=cfg.raw_output_max_bytes,
-            stderr_cap=cfg.stderr_max_bytes,
-        )
+        out = await run_search(cfg, ctx, "glob", argv)
         raw = out.stdout.decode("utf-8", "replace")
         paths = raw.split("\n")
         if paths and not paths[-1]:
@@ -167,21 +161,14 @@ def build_glob(cfg: ToolsConfig) -> ToolDefinition:
 
         return bounded(page, cfg.search_meta_max_bytes, make)[0]
 
-    def present_call(args: Any) -> Any:
-        title = f"Glob {args['pattern']}"
-        if isinstance(arg(args, "path"), str):
-            title += f" in {args['path']}"
-        return {"card": "generic", "title": title, "kind": "search", "rawInput": args["pattern"]}
-
-    return define_tool(
-        name=entry["name"],
+    return define_search_tool(
+        cfg,
+        "glob",
         description=description,
-        parameters=parameter_spec("glob"),
-        output=ToolOutput(schema=_GLOB_OUTPUT, render=render, presentation_meta=meta),
+        schema=_GLOB_OUTPUT,
+        render=render,
+        meta=meta,
         execute=execute,
-        is_concurrency_safe=lambda args: True,
-        timeout_ms=cfg.search_timeout_ms,
-        finalize_content=spills.finalize,
-        present_call=present_call,
-        present_result=search_card,
+        spills=spills,
+        title=lambda args: search_title("Glob", args),
     )

@@ -7,14 +7,22 @@ from typing import Any
 
 import msgspec
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import catalog_entry
 from ._common import arg, is_blank
 from ._config import ToolsConfig
 from ._errors import SearchError
-from ._rg import run_rg
-from ._search import GREP_UNSAVED, Spills, bounded, check_path, search_card, workdir_relative
+from ._search import (
+    GREP_UNSAVED,
+    Spills,
+    bounded,
+    check_path,
+    define_search_tool,
+    run_search,
+    search_title,
+    workdir_relative,
+)
 from ._text import utf8_head
 
 __all__ = ["build_grep", "parse_matches", "render_grep_text"]
@@ -220,14 +228,7 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
             argv.append(f"--glob={include}")
         if path is not None:
             argv += ["--", path]
-        out = await run_rg(
-            argv,
-            cwd=cfg.workspace.root,
-            signal=ctx.signal,
-            tool="grep",
-            raw_cap=cfg.raw_output_max_bytes,
-            stderr_cap=cfg.stderr_max_bytes,
-        )
+        out = await run_search(cfg, ctx, "grep", argv)
         matches = parse_matches(cfg, out.stdout)
         if len(matches) > cap:
             full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"
@@ -249,23 +250,20 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
 
         return bounded(files, cfg.search_meta_max_bytes, make)[0]
 
-    def present_call(args: Any) -> Any:
-        title = f"Grep {args['pattern']}"
-        if isinstance(arg(args, "path"), str):
-            title += f" in {args['path']}"
+    def title(args: Any) -> str:
+        title = search_title("Grep", args)
         if isinstance(arg(args, "include"), str):
             title += f" ({args['include']})"
-        return {"card": "generic", "title": title, "kind": "search", "rawInput": args["pattern"]}
+        return title
 
-    return define_tool(
-        name=entry["name"],
+    return define_search_tool(
+        cfg,
+        "grep",
         description=description,
-        parameters=parameter_spec("grep"),
-        output=ToolOutput(schema=_GREP_OUTPUT, render=render, presentation_meta=meta),
+        schema=_GREP_OUTPUT,
+        render=render,
+        meta=meta,
         execute=execute,
-        is_concurrency_safe=lambda args: True,
-        timeout_ms=cfg.search_timeout_ms,
-        finalize_content=spills.finalize,
-        present_call=present_call,
-        present_result=search_card,
+        spills=spills,
+        title=title,
     )

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat as stat_mod
 import struct
 from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import define_catalog_tool
 from ._common import is_blank
 from ._config import ToolsConfig
 from ._errors import FsError
-from ._fsio import stat_or_none
+from ._fsio import regular_stat
 from ._paths import Resolved
 
 __all__ = ["AttachmentStore", "MemoryAttachmentStore", "build_read_image", "sniff_image"]
@@ -121,11 +120,9 @@ def _webp_size(data: bytes) -> tuple[int, int]:
 
 def _load(resolved: Resolved, cap: int) -> bytes:
     path = resolved.display
-    st = stat_or_none(resolved)
+    st = regular_stat(resolved, "read")
     if st is None:
         raise FsError(f'cannot read "{path}": not found', "FS_NOT_FOUND")
-    if not stat_mod.S_ISREG(st.st_mode):
-        raise FsError(f'cannot read "{path}": not a regular file', "FS_NOT_REGULAR_FILE")
     if st.st_size > cap:
         raise FsError(
             f'cannot read "{path}": {st.st_size} bytes exceeds the {cap}-byte limit', "FS_TOO_LARGE"
@@ -141,7 +138,6 @@ def _load(resolved: Resolved, cap: int) -> bytes:
 
 def build_read_image(cfg: ToolsConfig) -> ToolDefinition:
     """The ``read_image`` tool bound to ``cfg`` (requires ``cfg.attachments``)."""
-    entry = catalog_entry("read_image")
     store = cfg.attachments
     assert store is not None
 
@@ -239,10 +235,8 @@ def build_read_image(cfg: ToolsConfig) -> ToolDefinition:
             },
         },
     }
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("read_image"),
+    return define_catalog_tool(
+        "read_image",
         output=ToolOutput(schema=output_schema, render=render),
         execute=execute,
         is_concurrency_safe=lambda args: True,

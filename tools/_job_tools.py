@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import define_catalog_tool
 from ._common import arg
 from ._config import ToolsConfig
 from ._jobs import Job, status_line
@@ -42,9 +42,17 @@ def _lookup(cfg: ToolsConfig, args: Any, ctx: Any) -> Job:
     return cfg.jobs.lookup(job_id, ctx.agent)
 
 
+def _with_job(properties: dict[str, Any]) -> dict[str, Any]:
+    """A closed object of ``properties`` followed by the required ``job`` snapshot."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {**properties, "job": {**_JOB, "required": True}},
+    }
+
+
 def build_job_list(cfg: ToolsConfig) -> ToolDefinition:
     """The ``job_list`` tool bound to ``cfg``."""
-    entry = catalog_entry("job_list")
 
     async def execute(args: Any, ctx: Any) -> Any:
         if cfg.jobs is None:
@@ -57,10 +65,8 @@ def build_job_list(cfg: ToolsConfig) -> ToolDefinition:
         rows = (f"{j['id']} [{j['kind']}] {j['status']} — {j['label']}" for j in value)
         return [text("\n".join(rows))]
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("job_list"),
+    return define_catalog_tool(
+        "job_list",
         output=ToolOutput(schema={"type": "array", "items": _JOB}, render=render),
         execute=execute,
         present_call=lambda args: {
@@ -73,7 +79,6 @@ def build_job_list(cfg: ToolsConfig) -> ToolDefinition:
 
 def build_job_output(cfg: ToolsConfig) -> ToolDefinition:
     """The ``job_output`` tool bound to ``cfg``."""
-    entry = catalog_entry("job_output")
 
     async def execute(args: Any, ctx: Any) -> Any:
         job = _lookup(cfg, args, ctx)
@@ -100,21 +105,10 @@ def build_job_output(cfg: ToolsConfig) -> ToolDefinition:
             body += "\n"
         return [text(body + status_line(value["job"]))]
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("job_output"),
-        output=ToolOutput(
-            schema={
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "text": {"type": "string", "required": True},
-                    "job": {**_JOB, "required": True},
-                },
-            },
-            render=render,
-        ),
+    schema = _with_job({"text": {"type": "string", "required": True}})
+    return define_catalog_tool(
+        "job_output",
+        output=ToolOutput(schema=schema, render=render),
         execute=execute,
         present_call=lambda args: {
             "card": "generic",
@@ -127,7 +121,6 @@ def build_job_output(cfg: ToolsConfig) -> ToolDefinition:
 
 def build_job_kill(cfg: ToolsConfig) -> ToolDefinition:
     """The ``job_kill`` tool bound to ``cfg``."""
-    entry = catalog_entry("job_kill")
 
     async def execute(args: Any, ctx: Any) -> Any:
         job = _lookup(cfg, args, ctx)
@@ -143,25 +136,14 @@ def build_job_kill(cfg: ToolsConfig) -> ToolDefinition:
             return [text(f"job {job['id']} had already finished {status_line(job)}")]
         return [text(f"requested cancellation of job {job['id']}")]
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("job_kill"),
-        output=ToolOutput(
-            schema={
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "outcome": {
-                        "type": "string",
-                        "enum": ["cancellation-requested", "already-finished"],
-                        "required": True,
-                    },
-                    "job": {**_JOB, "required": True},
-                },
-            },
-            render=render,
-        ),
+    outcome = {
+        "type": "string",
+        "enum": ["cancellation-requested", "already-finished"],
+        "required": True,
+    }
+    return define_catalog_tool(
+        "job_kill",
+        output=ToolOutput(schema=_with_job({"outcome": outcome}), render=render),
         execute=execute,
         present_call=lambda args: {
             "card": "generic",

@@ -11,18 +11,17 @@ import codecs
 import hashlib
 import os
 import re
-import stat as stat_mod
 from typing import Any
 
 import anyio.to_thread
 
-from engine import AbortSignal, ToolDefinition, ToolOutput, define_tool, text
+from engine import AbortSignal, ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import define_catalog_tool, parameter_spec
 from ._common import arg, as_positive_int, is_blank, result_parts, text_of
 from ._config import ToolsConfig
 from ._errors import FsError
-from ._fsio import DIGEST_MAX_BYTES, FileVersion, stat_or_none, version_of
+from ._fsio import DIGEST_MAX_BYTES, FileVersion, regular_stat, version_of
 from ._paths import Resolved
 from ._text import utf16_head, utf16_len
 
@@ -169,13 +168,9 @@ def _scan(
     resolved: Resolved, window: _Window, signal: AbortSignal
 ) -> tuple[int, FileVersion] | None:
     """Stream the file into ``window``; returns ``(totalLines, version)``, ``None`` if missing."""
-    st = stat_or_none(resolved)
+    st = regular_stat(resolved, "read")
     if st is None:
         return None
-    if not stat_mod.S_ISREG(st.st_mode):
-        raise FsError(
-            f'cannot read "{resolved.display}": not a regular file', "FS_NOT_REGULAR_FILE"
-        )
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     hasher = hashlib.blake2b(digest_size=16) if st.st_size <= DIGEST_MAX_BYTES else None
     partial = _Partial(window.max_line + 2)  # enough of a long line to cut it and strip "\r"
@@ -239,7 +234,6 @@ def _render(args: Any, value: Any, default_limit: int) -> list[dict[str, Any]]:
 
 def build_read(cfg: ToolsConfig) -> ToolDefinition:
     """The ``read`` tool bound to ``cfg``."""
-    entry = catalog_entry("read")
     spec = parameter_spec("read")
     default_limit = cfg.read_limit
     if default_limit != 2000:
@@ -336,9 +330,8 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
             card["content"] = match.group(1) if match else body
         return card
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
+    return define_catalog_tool(
+        "read",
         parameters=spec,
         output=ToolOutput(schema=_OUTPUT_SCHEMA, render=render, presentation_meta=meta),
         execute=execute,

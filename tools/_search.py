@@ -9,10 +9,15 @@ render itself stays pure, and nested (code-mode) calls never spill.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
+from engine import ToolDefinition, ToolOutput
+
+from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
+from ._rg import RgOutput, run_rg
 from ._text import js_json
 
 __all__ = [
@@ -22,7 +27,10 @@ __all__ = [
     "Spills",
     "bounded",
     "check_path",
+    "define_search_tool",
+    "run_search",
     "search_card",
+    "search_title",
     "workdir_relative",
 ]
 
@@ -101,3 +109,58 @@ def search_card(args: Any, result: Any) -> Any:
     if is_error or not isinstance(meta, dict) or meta.get("shape") not in ("paths", "matches"):
         return None
     return {"card": "search", **meta}
+
+
+async def run_search(cfg: ToolsConfig, ctx: Any, tool: str, argv: list[str]) -> RgOutput:
+    """``rg argv`` in the workspace root, cancelled by the call's signal, with the caps."""
+    return await run_rg(
+        argv,
+        cwd=cfg.workspace.root,
+        signal=ctx.signal,
+        tool=tool,
+        raw_cap=cfg.raw_output_max_bytes,
+        stderr_cap=cfg.stderr_max_bytes,
+    )
+
+
+def search_title(verb: str, args: Any) -> str:
+    """``"<verb> <pattern>"``, plus ``" in <path>"`` when a path was given."""
+    title = f"{verb} {args['pattern']}"
+    if isinstance(arg(args, "path"), str):
+        title += f" in {args['path']}"
+    return title
+
+
+def define_search_tool(
+    cfg: ToolsConfig,
+    name: str,
+    *,
+    description: str,
+    schema: dict[str, Any],
+    render: Callable[[Any, Any], list[dict[str, Any]]],
+    meta: Callable[[Any, Any], Any],
+    execute: Callable[[Any, Any], Any],
+    spills: Spills,
+    title: Callable[[Any], str],
+) -> ToolDefinition:
+    """The ``glob``/``grep`` definition: concurrency-safe, spill-finalized, search cards."""
+
+    def present_call(args: Any) -> Any:
+        return {
+            "card": "generic",
+            "title": title(args),
+            "kind": "search",
+            "rawInput": args["pattern"],
+        }
+
+    return define_catalog_tool(
+        name,
+        description=description,
+        output=ToolOutput(schema=schema, render=render, presentation_meta=meta),
+        execute=execute,
+        is_concurrency_safe=lambda args: True,
+        timeout_ms=cfg.search_timeout_ms,
+        finalize_content=spills.finalize,
+        present_call=present_call,
+        present_result=search_card,
+    )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import catalog_entry, define_catalog_tool
 from ._config import ToolsConfig
 from ._text import js_json
 
@@ -105,10 +105,9 @@ def build_todo_write(cfg: ToolsConfig) -> ToolDefinition:
             )
         ]
 
-    return define_tool(
-        name="todo_write",
+    return define_catalog_tool(
+        "todo_write",
         description=todo_description(allow_parallel),
-        parameters=parameter_spec("todo_write"),
         output=ToolOutput(schema=_OUTPUT_SCHEMA, render=render),
         execute=execute,
         present_call=lambda args: {

@@ -8,14 +8,14 @@ new version with the read-before-write policy, and return full before/after text
 from __future__ import annotations
 
 import os
-import stat as stat_mod
+from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
 
-from engine import ToolDefinition, ToolOutput, define_tool, text
+from engine import ToolDefinition, ToolOutput, text
 
-from ._catalog import catalog_entry, parameter_spec
+from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
 from ._diff import diff_hunks
@@ -26,7 +26,7 @@ from ._fsio import (
     decode_utf8,
     digest,
     read_regular_file,
-    stat_or_none,
+    regular_stat,
     version_of,
 )
 from ._paths import Resolved
@@ -66,13 +66,9 @@ def _written_version(st: os.stat_result, data: bytes) -> FileVersion:
 
 def _prior_text(resolved: Resolved) -> tuple[bool, str | None]:
     """``(existed, LF-normalised prior text or None)`` for ``write``."""
-    st = stat_or_none(resolved)
+    st = regular_stat(resolved, "write")
     if st is None:
         return False, None
-    if not stat_mod.S_ISREG(st.st_mode):
-        raise FsError(
-            f'cannot write "{resolved.display}": not a regular file', "FS_NOT_REGULAR_FILE"
-        )
     if st.st_size >= _DIFF_BASIS_MAX_BYTES:
         return True, None
     try:
@@ -158,18 +154,32 @@ def _meta_diffs(result: Any) -> list[Any] | None:
     return list(meta["diffs"])
 
 
+def _meta(args: Any, value: Any) -> Any:
+    return _diff_meta(value)
+
+
+async def _commit(
+    cfg: ToolsConfig,
+    ctx: Any,
+    resolved: Resolved,
+    work: Callable[..., tuple[dict[str, Any], FileVersion]],
+    *args: Any,
+) -> Any:
+    """``work(resolved, *args)`` in a worker thread; the written version goes to the policy."""
+    value, version = await anyio.to_thread.run_sync(work, resolved, *args)
+    if cfg.fs_policy is not None:
+        cfg.fs_policy.observe_present(ctx.agent, resolved.real, version)
+    return value
+
+
 def build_write(cfg: ToolsConfig) -> ToolDefinition:
     """The ``write`` tool bound to ``cfg``."""
-    entry = catalog_entry("write")
 
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["file_path"]):
             raise ValueError("file_path must be a non-empty string")
         resolved = cfg.workspace.resolve(args["file_path"], write=True)
-        value, version = await anyio.to_thread.run_sync(_write_file, resolved, args["content"])
-        if cfg.fs_policy is not None:
-            cfg.fs_policy.observe_present(ctx.agent, resolved.real, version)
-        return value
+        return await _commit(cfg, ctx, resolved, _write_file, args["content"])
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         verb = "Created file" if value["operation"] == "create" else "Updated file"
@@ -194,10 +204,8 @@ def build_write(cfg: ToolsConfig) -> ToolDefinition:
             return None
         return {"card": "diff", "diffs": diffs or fallback(args)}
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("write"),
+    return define_catalog_tool(
+        "write",
         output=ToolOutput(schema=_WRITE_OUTPUT, render=render, presentation_meta=_meta),
         execute=execute,
         present_call=present_call,
@@ -205,13 +213,8 @@ def build_write(cfg: ToolsConfig) -> ToolDefinition:
     )
 
 
-def _meta(args: Any, value: Any) -> Any:
-    return _diff_meta(value)
-
-
 def build_edit(cfg: ToolsConfig) -> ToolDefinition:
     """The ``edit`` tool bound to ``cfg``."""
-    entry = catalog_entry("edit")
 
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["file_path"]):
@@ -223,10 +226,7 @@ def build_edit(cfg: ToolsConfig) -> ToolDefinition:
             raise ValueError("old_string and new_string must differ")
         resolved = cfg.workspace.resolve(args["file_path"], write=True)
         replace_all = arg(args, "replace_all") is True
-        value, version = await anyio.to_thread.run_sync(_edit_file, resolved, old, new, replace_all)
-        if cfg.fs_policy is not None:
-            cfg.fs_policy.observe_present(ctx.agent, resolved.real, version)
-        return value
+        return await _commit(cfg, ctx, resolved, _edit_file, old, new, replace_all)
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         if arg(args, "replace_all") is True:
@@ -255,10 +255,8 @@ def build_edit(cfg: ToolsConfig) -> ToolDefinition:
         diffs = _meta_diffs(result)
         return None if diffs is None else {"card": "diff", "diffs": diffs}
 
-    return define_tool(
-        name=entry["name"],
-        description=entry["description"],
-        parameters=parameter_spec("edit"),
+    return define_catalog_tool(
+        "edit",
         output=ToolOutput(schema=_EDIT_OUTPUT, render=render, presentation_meta=_meta),
         execute=execute,
         present_call=present_call,

@@ -1,7 +1,6 @@
-"""Tiny fixtures for the code-mode tests (public API only).
+"""Tiny fixtures for the code-mode tests (public API only), on top of ``pipeline_support``.
 
-Importable as ``from code_mode_support import ...`` (pytest puts ``tests/engine`` on
-``sys.path`` because the directory has no ``__init__.py``).
+Importable as ``from code_mode_support import ...``, like ``pipeline_support``.
 """
 
 from __future__ import annotations
@@ -10,15 +9,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from pipeline_support import Body, call
 
 from engine import (
-    AbortController,
     AbortSignal,
     CodeRunRequest,
     CodeRunResult,
     Scope,
     ToolDefinition,
-    ToolExecutionInput,
     ToolExecutionResult,
     ToolOutput,
     ToolRuntime,
@@ -36,8 +34,6 @@ __all__ = [
     "run_code",
     "sleep_tool",
 ]
-
-Body = Callable[[Any, Any], Awaitable[Any]]
 
 
 def echo_tool(
@@ -133,14 +129,15 @@ async def run_code(
     description: str = "Run the test program",
 ) -> ToolExecutionResult:
     """Dispatch ``run_code`` through the whole pipeline, as the agent loop would."""
+    arguments = {"code": code, "description": description}
     return await rt.execute(
-        ToolExecutionInput(
+        call(
+            "run_code",
+            arguments,
             call_id=call_id,
-            root_call_id=root_call_id,
-            name="run_code",
-            arguments={"code": code, "description": description},
-            signal=signal if signal is not None else AbortController().signal,
+            signal=signal,
             agent=agent,
+            root_call_id=root_call_id,
         )
     )
 

@@ -24,8 +24,12 @@ from engine import (
 )
 
 __all__ = [
+    "ABORTED",
+    "BEFORE",
+    "Body",
     "Recorder",
     "call",
+    "ctx",
     "echo_tool",
     "error_text",
     "live_signal",
@@ -34,6 +38,15 @@ __all__ = [
 ]
 
 Body = Callable[[Any, Any], Awaitable[Any]]
+
+# ``error_text(result)[:3]`` of the two cancellation failures.
+ABORTED = ("tool call aborted", "AbortError", "ABORTED")
+BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
+
+
+def ctx(label: str) -> dict[str, Any]:
+    """An additional context attributed to plugin ``label``."""
+    return {"role": "user", "content": [text(label)], "source": {"kind": "plugin", "plugin": label}}
 
 
 def live_signal() -> AbortSignal:

@@ -6,7 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
+from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, raw_tool, recorder
 
 from engine import (
     AbortController,
@@ -20,14 +20,6 @@ from engine import (
     ToolRuntime,
     text,
 )
-
-ABORTED = ("tool call aborted", "AbortError", "ABORTED")
-BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
-
-
-def ctx(label: str) -> dict[str, Any]:
-    return {"role": "user", "content": [text(label)], "source": {"kind": "plugin", "plugin": label}}
-
 
 # --- signal replacement and fusion -----------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pipeline_support import call, echo_tool, error_text, recorder
+from pipeline_support import BEFORE, call, echo_tool, error_text, recorder
 
 from engine import (
     AbortController,
@@ -16,8 +16,6 @@ from engine import (
     ToolExecutionSuccess,
     ToolRuntime,
 )
-
-BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
 
 
 class Approval:

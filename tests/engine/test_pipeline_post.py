@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from pipeline_support import call, echo_tool, error_text, recorder
+from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, recorder
 
 from engine import (
     AbortController,
@@ -18,13 +18,6 @@ from engine import (
     ToolRuntime,
     text,
 )
-
-ABORTED = ("tool call aborted", "AbortError", "ABORTED")
-BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
-
-
-def ctx(label: str) -> dict[str, Any]:
-    return {"role": "user", "content": [text(label)], "source": {"kind": "plugin", "plugin": label}}
 
 
 def _labels(result: Any) -> list[str]:

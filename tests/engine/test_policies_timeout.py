@@ -7,12 +7,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from pipeline_support import call, echo_tool, error_text, raw_tool
+from pipeline_support import ABORTED, call, echo_tool, error_text, raw_tool
 
 from engine import AbortController, ToolRuntime, ToolTimeoutError
 from engine.policies import TimeoutPolicy
-
-ABORTED = ("tool call aborted", "AbortError", "ABORTED")
 
 
 def timed_out(ms: str) -> tuple[str, str, str, str]:

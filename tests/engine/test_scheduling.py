@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pipeline_support import echo_tool, error_text
+from pipeline_support import BEFORE, echo_tool, error_text
 
 from engine import (
     AbortController,
@@ -17,8 +17,6 @@ from engine import (
     text,
 )
 from engine.scheduling import ModelToolCall, parse_arguments, run_tool_calls
-
-BEFORE = ("tool call aborted before dispatch", "AbortError", "ABORTED_BEFORE_DISPATCH")
 
 
 class Probe:
