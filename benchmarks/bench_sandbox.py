@@ -1,14 +1,17 @@
-"""Sandbox benchmark: ``PythonRuntime`` next to pydantic-monty, same machine, same run.
+"""Sandbox benchmark: ``PythonRuntime`` and ``TypeScriptRuntime`` next to pydantic-monty,
+same machine, same run (the TypeScript column runs the same programs written in
+TypeScript; Monty has no TypeScript, so its column compares with Python).
 
 1. **Warm start**: a run of ``return 1`` on a ready pooled worker (Monty: ``1`` on a
-   checked-out pooled worker). p50/p95. Target: p50 <= 5 ms.
+   checked-out pooled worker). p50/p95. Target: p50 <= 5 ms (both languages).
 2. **Cold start**: fork + lock-down + warm-up of one worker (ours), and a fresh
    runtime's first run (both).
 3. **Sub-call round trip**: one program making N sequential ``await tools.echo(...)``
    calls of an in-memory binding. Target: below Monty's.
 4. **Fan-out**: one program gathering 100 calls of a 10 ms tool, through the engine's
    ``run_code`` with ``max_parallel_sub_calls`` 10 and 100 (Monty: a host-side
-   semaphore of the same size). Target: within 1.2x of ``ceil(100 / cap) * 10 ms``.
+   semaphore of the same size). Target: within 1.2x of ``ceil(100 / cap) * 10 ms``
+   (both languages).
 
 Usage: ``python benchmarks/bench_sandbox.py [--runs N] [--calls N] [--check]``.
 Monty is skipped when ``pydantic-monty`` is not installed.
@@ -42,7 +45,7 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import Limits, PythonRuntime
+from sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
 
 try:
     import pydantic_monty
@@ -69,10 +72,14 @@ def request(program: str, functions: dict[str, Any] | None = None) -> CodeRunReq
     return CodeRunRequest(program, [binding], AbortController().signal)
 
 
+def is_ts(runtime: ProcessRuntime) -> bool:
+    return runtime.language == "typescript"
+
+
 # -- ours ---------------------------------------------------------------------------
 
 
-async def ours_warm(runtime: PythonRuntime, runs: int) -> list[float]:
+async def ours_warm(runtime: ProcessRuntime, runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         await anyio.sleep(0.01)  # let the pool refill: every run finds a ready worker
@@ -83,7 +90,7 @@ async def ours_warm(runtime: PythonRuntime, runs: int) -> list[float]:
     return samples
 
 
-async def ours_fork(runtime: PythonRuntime, count: int) -> list[float]:
+async def ours_fork(runtime: ProcessRuntime, count: int) -> list[float]:
     pool = runtime._pool
     assert pool is not None
     samples = []
@@ -96,15 +103,18 @@ async def ours_fork(runtime: PythonRuntime, count: int) -> list[float]:
     return samples
 
 
-async def ours_first_run() -> float:
+async def ours_first_run(cls: type[ProcessRuntime]) -> float:
     start = time.perf_counter()
-    async with PythonRuntime(Limits(pool_size=1)) as runtime:
+    async with cls(Limits(pool_size=1)) as runtime:
         await runtime.run(request("return 1"))
         return time.perf_counter() - start
 
 
-async def ours_round_trip(runtime: PythonRuntime, calls: int) -> float:
-    program = f"for i in range({calls}):\n    await tools.echo({{'i': i}})\nreturn 1"
+async def ours_round_trip(runtime: ProcessRuntime, calls: int) -> float:
+    if is_ts(runtime):
+        program = f"for (let i = 0; i < {calls}; i++) await tools.echo({{i}})\nreturn 1"
+    else:
+        program = f"for i in range({calls}):\n    await tools.echo({{'i': i}})\nreturn 1"
     start = time.perf_counter()
     result = await runtime.run(request(program))
     assert result.value == 1, result
@@ -126,15 +136,24 @@ def _nap_tool() -> Any:
     )
 
 
-async def ours_fanout(runtime: PythonRuntime, cap: int) -> float:
+async def ours_fanout(runtime: ProcessRuntime, cap: int) -> float:
     rt = ToolRuntime(mode="code", max_parallel_sub_calls=cap, code_runtime=runtime)
     rt.register(_nap_tool())
     agent = rt.scope("bench", session=MemorySessionLog())
-    code = (
-        "import asyncio\n"
-        f"values = await asyncio.gather(*[tools.nap({{'i': i}}) for i in range({FANOUT_CALLS})])\n"
-        f"return values == list(range({FANOUT_CALLS}))"
-    )
+    if is_ts(runtime):
+        code = (
+            f"const values = await Promise.all(Array.from({{length: {FANOUT_CALLS}}}, "
+            "(_, i) => tools.nap({i})))\n"
+            "return values.every((v, i) => v === i)"
+        )
+        baseline_code = "return true"
+    else:
+        code = (
+            "import asyncio\n"
+            f"values = await asyncio.gather(*[tools.nap({{'i': i}}) for i in range({FANOUT_CALLS})])\n"
+            f"return values == list(range({FANOUT_CALLS}))"
+        )
+        baseline_code = "return True"
 
     # The fan-out is timed inside the program's run: from the first call to the last
     # result, measured by the worker-independent host clock around run_code minus a
@@ -151,9 +170,10 @@ async def ours_fanout(runtime: PythonRuntime, cap: int) -> float:
             )
         )
         assert not result.is_error, result
+        assert result.value["result"] is True, result
         return time.perf_counter() - start
 
-    baseline = min([await run_code("return True") for _ in range(3)])
+    baseline = min([await run_code(baseline_code) for _ in range(3)])
     return await run_code(code) - baseline
 
 
@@ -215,8 +235,33 @@ async def monty_fanout(monty: Any, cap: int) -> float:
 # -- report -------------------------------------------------------------------------
 
 
-def row(label: str, ours: str, monty: str, verdict: str = "") -> None:
-    print(f"  {label:<34}{ours:>16}{monty:>16}  {verdict}")
+def row(label: str, py: str, ts: str, monty: str, verdict: str = "") -> None:
+    print(f"  {label:<34}{py:>16}{ts:>19}{monty:>18}  {verdict}")
+
+
+class Measured:
+    """One runtime's numbers (seconds)."""
+
+    def __init__(self) -> None:
+        self.warm: list[float] = []
+        self.forks: list[float] = []
+        self.trip = 0.0
+        self.fan: dict[int, float] = {}
+        self.first = 0.0
+
+
+async def measure(cls: type[ProcessRuntime], runs: int, calls: int) -> Measured:
+    out = Measured()
+    async with cls() as runtime:
+        await anyio.sleep(0.3)
+        out.warm = await ours_warm(runtime, runs)
+        out.forks = await ours_fork(runtime, 10)
+        out.trip = min([await ours_round_trip(runtime, calls) for _ in range(3)])
+        out.fan = {
+            cap: min([await ours_fanout(runtime, cap) for _ in range(3)]) for cap in (10, 100)
+        }
+    out.first = await ours_first_run(cls)
+    return out
 
 
 async def main(runs: int, calls: int) -> bool:
@@ -226,22 +271,15 @@ async def main(runs: int, calls: int) -> bool:
         monty = pydantic_monty.AsyncMonty(min_processes=2)
         await monty.__aenter__()
     try:
-        async with PythonRuntime() as runtime:
-            await anyio.sleep(0.3)
-            warm = await ours_warm(runtime, runs)
-            mwarm = await monty_warm(monty, runs) if monty else []
-            forks = await ours_fork(runtime, 10)
-            trip = min([await ours_round_trip(runtime, calls) for _ in range(3)])
-            mtrip = min([await monty_round_trip(monty, calls) for _ in range(3)]) if monty else 0.0
-            fan = {
-                cap: min([await ours_fanout(runtime, cap) for _ in range(3)]) for cap in (10, 100)
-            }
-            mfan = (
-                {cap: min([await monty_fanout(monty, cap) for _ in range(3)]) for cap in (10, 100)}
-                if monty
-                else {}
-            )
-        first = await ours_first_run()
+        py = await measure(PythonRuntime, runs, calls)
+        ts = await measure(TypeScriptRuntime, runs, calls)
+        mwarm = await monty_warm(monty, runs) if monty else []
+        mtrip = min([await monty_round_trip(monty, calls) for _ in range(3)]) if monty else 0.0
+        mfan = (
+            {cap: min([await monty_fanout(monty, cap) for _ in range(3)]) for cap in (10, 100)}
+            if monty
+            else {}
+        )
         mfirst = await monty_first_run() if monty else 0.0
     finally:
         if monty is not None:
@@ -250,30 +288,37 @@ async def main(runs: int, calls: int) -> bool:
     def ms(value: float) -> str:
         return f"{value * 1e3:.2f} ms"
 
+    def verdict(ok: bool) -> str:
+        return "ok" if ok else "MISS"
+
     na = "n/a"
     print(
         f"Sandbox benchmark ({os.cpu_count()} CPUs; pydantic-monty {'present' if monty else 'absent'})"
     )
-    row("", "PythonRuntime", "pydantic-monty")
-    ok = statistics.median(warm) * 1e3 <= WARM_TARGET_MS
+    row("", "PythonRuntime", "TypeScriptRuntime", "pydantic-monty")
+    oks = [statistics.median(m.warm) * 1e3 <= WARM_TARGET_MS for m in (py, ts)]
+    all_ok &= all(oks)
+    row(f"warm start p50 ({runs} runs)", ms(pct(py.warm, 0.5)), ms(pct(ts.warm, 0.5)),
+        ms(pct(mwarm, 0.5)) if monty else na,
+        f"target <= {WARM_TARGET_MS:.0f} ms: py {verdict(oks[0])}, ts {verdict(oks[1])}")  # fmt: skip
+    row("warm start p95", ms(pct(py.warm, 0.95)), ms(pct(ts.warm, 0.95)),
+        ms(pct(mwarm, 0.95)) if monty else na)  # fmt: skip
+    row("cold: fork + lock-down + warm-up", ms(pct(py.forks, 0.5)), ms(pct(ts.forks, 0.5)), na)
+    row("cold: new runtime, first run", ms(py.first), ms(ts.first), ms(mfirst) if monty else na)
+    ok = not monty or py.trip < mtrip
     all_ok &= ok
-    row(f"warm start p50 ({runs} runs)", ms(pct(warm, 0.5)), ms(pct(mwarm, 0.5)) if monty else na,
-        f"target <= {WARM_TARGET_MS:.0f} ms: {'ok' if ok else 'MISS'}")  # fmt: skip
-    row("warm start p95", ms(pct(warm, 0.95)), ms(pct(mwarm, 0.95)) if monty else na)
-    row("cold: fork + lock-down + warm-up", ms(pct(forks, 0.5)), na)
-    row("cold: new runtime, first run", ms(first), ms(mfirst) if monty else na)
-    ok = not monty or trip < mtrip
-    all_ok &= ok
-    row(f"sub-call round trip ({calls} calls)", f"{trip * 1e6:.0f} us", f"{mtrip * 1e6:.0f} us" if monty else na,
-        f"target < monty: {'ok' if ok else 'MISS'}")  # fmt: skip
+    row(f"sub-call round trip ({calls} calls)", f"{py.trip * 1e6:.0f} us", f"{ts.trip * 1e6:.0f} us",
+        f"{mtrip * 1e6:.0f} us" if monty else na, f"target py < monty: {verdict(ok)}")  # fmt: skip
     for cap in (10, 100):
         ideal = math.ceil(FANOUT_CALLS / cap) * FANOUT_SLEEP_S
-        ratio = fan[cap] / ideal
-        ok = ratio <= FANOUT_TARGET
-        all_ok &= ok
+        ratios = [m.fan[cap] / ideal for m in (py, ts)]
+        oks = [ratio <= FANOUT_TARGET for ratio in ratios]
+        all_ok &= all(oks)
         mtext = f"{ms(mfan[cap])} ({mfan[cap] / ideal:.2f}x)" if monty else na
-        row(f"fan-out 100 x 10 ms, cap {cap}", f"{ms(fan[cap])} ({ratio:.2f}x)", mtext,
-            f"ideal {ms(ideal)}, target <= {FANOUT_TARGET}x: {'ok' if ok else 'MISS'}")  # fmt: skip
+        row(f"fan-out 100 x 10 ms, cap {cap}", f"{ms(py.fan[cap])} ({ratios[0]:.2f}x)",
+            f"{ms(ts.fan[cap])} ({ratios[1]:.2f}x)", mtext,
+            f"ideal {ms(ideal)}, target <= {FANOUT_TARGET}x: py {verdict(oks[0])}, "
+            f"ts {verdict(oks[1])}")  # fmt: skip
     return all_ok
 
 

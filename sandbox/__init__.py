@@ -9,5 +9,12 @@ from ._limits import Limits as Limits
 from ._runtime import ProcessRuntime as ProcessRuntime
 from ._runtime import PythonRuntime as PythonRuntime
 from ._runtime import RuntimeStats as RuntimeStats
+from ._ts_runtime import TypeScriptRuntime as TypeScriptRuntime
 
-__all__ = ["Limits", "ProcessRuntime", "PythonRuntime", "RuntimeStats"]
+__all__ = [
+    "Limits",
+    "ProcessRuntime",
+    "PythonRuntime",
+    "RuntimeStats",
+    "TypeScriptRuntime",
+]

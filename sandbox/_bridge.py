@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from ._frames import CallFrame, DoneFrame, LogFrame, ReadyFrame, encode_frame
+from ._frames import CallFrame, DoneFrame, LogFrame, ReadyFrame, decode_frame, encode_frame
 from ._pool import Worker
 
 __all__ = ["HostBridge", "HostFrame"]
@@ -135,7 +135,7 @@ class HostBridge:
                 return False
             for payload in buffer.feed(data):
                 try:
-                    frame = self._decoder.decode(payload)
+                    frame = decode_frame(self._decoder, payload)
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     self._decode_failures += 1
                     continue

@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import tempfile
+from typing import Any
 
 import msgspec
 
@@ -47,6 +48,9 @@ class ServerConfig(msgspec.Struct, frozen=True, rename="camel"):
     ctrl_fd: int
     guests: dict[str, str]
     preload: list[str] = msgspec.field(default_factory=list)
+    # Per guest module: what its ``warm_worker`` needs to prepare a run ahead of time
+    # (the TypeScript guest builds its QuickJS context with the runtime's limits).
+    warm_options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 class ForkRequest(msgspec.Struct, frozen=True, tag="fork", tag_field="type", rename="camel"):
@@ -180,6 +184,7 @@ class _Server:
                     os.getppid(),
                     self.config.guests,
                     request.max_frame_bytes,
+                    self.config.warm_options,
                 )
             finally:
                 os._exit(70)

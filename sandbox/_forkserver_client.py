@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -91,9 +92,16 @@ class _Pending:
 class ForkServerClient:
     """One fork-server process and its control socket."""
 
-    def __init__(self, *, guests: dict[str, str], preload: list[str]) -> None:
+    def __init__(
+        self,
+        *,
+        guests: dict[str, str],
+        preload: list[str],
+        warm_options: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self._guests = dict(guests)
         self._preload = list(preload)
+        self._warm_options = dict(warm_options or {})
         self._sock: socket.socket | None = None
         self._process: anyio.abc.Process | None = None
         self._buffer = FrameBuffer(1 << 20)
@@ -112,7 +120,12 @@ class ForkServerClient:
         host, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         host.setblocking(False)
         self._sock = host
-        config = ServerConfig(ctrl_fd=server.fileno(), guests=self._guests, preload=self._preload)
+        config = ServerConfig(
+            ctrl_fd=server.fileno(),
+            guests=self._guests,
+            preload=self._preload,
+            warm_options=self._warm_options,
+        )
         command = [
             sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOT,
             _PACKAGE_DIR, msgspec.json.encode(config).decode(),

@@ -16,11 +16,17 @@ frame is capped by ``Limits.frame_bytes`` on both sides.
 
 The same codec frames the fork-server control channel (``_forkserver``). This module is
 imported by worker processes too, so it depends on msgspec and the stdlib only.
+
+Values may nest deeper than msgspec's codec can recurse (a 5,000-deep argument is
+lossless JSON, and QuickJS builds one iteratively): ``encode_payload`` and
+``decode_frame`` fall back to iterative writers/readers for the ``args``/``value`` field
+when msgspec raises ``RecursionError``, so depth is bounded by the frame cap only.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -35,7 +41,11 @@ __all__ = [
     "ReadyFrame",
     "ResultFrame",
     "RunFrame",
+    "decode_frame",
+    "dumps_deep",
     "encode_frame",
+    "encode_payload",
+    "loads_deep",
     "json_string_length",
     "sanitize_text",
     "truncate_to_json_length",
@@ -125,12 +135,184 @@ HostInbound = CallFrame | LogFrame | DoneFrame | ReadyFrame
 WorkerInbound = RunFrame | ResultFrame
 
 _encoder = msgspec.json.Encoder()
+_T = TypeVar("_T")
+# The only fields that carry program values (and so may nest arbitrarily deep).
+_VALUE_FIELDS = ("args", "value")
+
+
+def encode_payload(frame: msgspec.Struct) -> bytes:
+    """Serialise one frame (no length prefix); deep ``args``/``value`` are written iteratively."""
+    try:
+        return _encoder.encode(frame)
+    except RecursionError:
+        pass
+    changes = {
+        name: msgspec.Raw(dumps_deep(getattr(frame, name)))
+        for name in _VALUE_FIELDS
+        if isinstance(getattr(frame, name, None), (dict, list, tuple))
+    }
+    return _encoder.encode(msgspec.structs.replace(frame, **changes))
 
 
 def encode_frame(frame: msgspec.Struct) -> bytes:
     """Serialise one frame with its length prefix."""
-    payload = _encoder.encode(frame)
+    payload = encode_payload(frame)
     return len(payload).to_bytes(_HEADER, "big") + payload
+
+
+def decode_frame(decoder: msgspec.json.Decoder[_T], payload: bytes) -> _T:
+    """``decoder.decode(payload)``, reading a too-deep ``args``/``value`` iteratively.
+
+    Raises ``msgspec.DecodeError``/``ValidationError`` like the decoder (never
+    ``RecursionError``, whatever the nesting).
+    """
+    try:
+        return decoder.decode(payload)
+    except RecursionError:
+        pass
+    try:
+        obj = loads_deep(payload)
+    except ValueError as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+    if not isinstance(obj, dict):
+        raise msgspec.ValidationError("expected a frame object")
+    deep = {k: obj[k] for k in _VALUE_FIELDS if isinstance(obj.get(k), (dict, list))}
+    shallow = {k: (None if k in deep else v) for k, v in obj.items()}
+    try:
+        frame = decoder.decode(_encoder.encode(shallow))
+    except RecursionError:
+        raise msgspec.DecodeError("frame nests too deeply outside its value") from None
+    fields = getattr(frame, "__struct_fields__", ())
+    return msgspec.structs.replace(frame, **{k: v for k, v in deep.items() if k in fields})  # type: ignore[type-var]
+
+
+def dumps_deep(value: Any) -> bytes:
+    """Compact JSON of ``value`` without recursion (containers: dict, list, tuple)."""
+    parts: list[bytes] = []
+    stack: list[Any] = [value]
+    encode = _encoder.encode
+    while stack:
+        item = stack.pop()
+        if type(item) is bytes:  # a literal queued below; JSON values are never bytes
+            parts.append(item)
+        elif isinstance(item, dict):
+            if not item:
+                parts.append(b"{}")
+                continue
+            stack.append(b"}")
+            entries = list(item.items())
+            for i in range(len(entries) - 1, -1, -1):
+                key, child = entries[i]
+                if not isinstance(key, str):
+                    raise TypeError("JSON object keys must be strings")
+                stack.append(child)
+                stack.append((b"," if i else b"{") + encode(key) + b":")
+        elif isinstance(item, (list, tuple)):
+            if not item:
+                parts.append(b"[]")
+                continue
+            stack.append(b"]")
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                stack.append(b"," if i else b"[")
+        else:
+            parts.append(encode(item))
+    return b"".join(parts)
+
+
+_TOKEN = re.compile(
+    rb'[ \t\n\r]*(?:([\[\]{},:])|("[^"\\]*(?:\\.[^"\\]*)*")|(-?[0-9][-+.0-9eE]*)|(true|false|null))',
+    re.DOTALL,
+)
+_SCALARS = {b"true": True, b"false": False, b"null": None}
+_END = re.compile(rb"[ \t\n\r]*")
+
+
+def loads_deep(data: bytes) -> Any:
+    """Parse JSON without recursion; ``ValueError`` when ``data`` is not one JSON value.
+
+    Strings and numbers are decoded by msgspec token by token (flat, so no recursion).
+    """
+    decode = msgspec.json.decode
+    # Each open container: [container, key awaiting its value (objects only)].
+    stack: list[list[Any]] = []
+    root: list[Any] = []
+    # States: "value" (a value is required), "first" (a value or "]"), "key" (a key or
+    # "}"), "colon", "next" ("," or the closing bracket).
+    state = "value"
+    pos = 0
+    size = len(data)
+    while True:
+        if state == "next" and not stack:
+            end = _END.match(data, pos)
+            if end is None or end.end() != size:
+                raise ValueError("trailing data after the JSON value")
+            return root[0]
+        match = _TOKEN.match(data, pos)
+        if match is None:
+            raise ValueError(f"invalid JSON at byte {pos}")
+        pos = match.end()
+        punct, string, number, word = match.groups()
+        top = stack[-1] if stack else None
+        if state == "colon":
+            if punct != b":":
+                raise ValueError(f"expected ':' at byte {pos}")
+            state = "value"
+            continue
+        if state == "next":
+            assert top is not None
+            closer = b"]" if isinstance(top[0], list) else b"}"
+            if punct == b",":
+                state = "value" if closer == b"]" else "key"
+            elif punct == closer:
+                stack.pop()
+                state = "next"
+            else:
+                raise ValueError(f"expected ',' or {closer.decode()!r} at byte {pos}")
+            continue
+        if state == "key":
+            if punct == b"}" and top is not None and not top[0] and top[1] is None:
+                stack.pop()
+                state = "next"
+                continue
+            if string is None:
+                raise ValueError(f"expected a string key at byte {pos}")
+            assert top is not None
+            top[1] = decode(string)
+            state = "colon"
+            continue
+        # "value" or "first"
+        if punct == b"]" and state == "first":
+            stack.pop()
+            state = "next"
+            continue
+        value: Any
+        opened = False
+        if punct == b"[":
+            value, opened = [], True
+        elif punct == b"{":
+            value, opened = {}, True
+        elif punct is not None:
+            raise ValueError(f"unexpected {punct.decode()!r} at byte {pos}")
+        elif string is not None or number is not None:
+            try:
+                value = decode(string if string is not None else number)
+            except msgspec.DecodeError as exc:
+                raise ValueError(str(exc)) from None
+        else:
+            value = _SCALARS[word]
+        if top is None:
+            root.append(value)
+        elif isinstance(top[0], list):
+            top[0].append(value)
+        else:
+            top[0][top[1]] = value
+            top[1] = None
+        if opened:
+            stack.append([value, None])
+            state = "first" if isinstance(value, list) else "key"
+        else:
+            state = "next"
 
 
 class FrameBuffer:

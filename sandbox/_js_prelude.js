@@ -38,6 +38,7 @@
   const ErrorIsError = Error.isError;
   const JSONStringify = JSON.stringify, JSONParse = JSON.parse, ArrayIsArray = Array.isArray;
   const ArrayJoin = uncurry(Array.prototype.join), StringRepeat = uncurry(String.prototype.repeat);
+  const StringSliceRaw = uncurry(String.prototype.slice);
   const isPrototypeOf = uncurry(Object.prototype.isPrototypeOf);
   const WeakMapHas = uncurry(WeakMap.prototype.has), WeakSetHas = uncurry(WeakSet.prototype.has);
   const SetHas = uncurry(Set.prototype.has), SetAdd = uncurry(Set.prototype.add);
@@ -261,6 +262,10 @@
       const arg = args[i];
       line += (i === 0 ? "" : " ") + (typeof arg === "string" ? arg : inspect(arg));
     }
+    // Every UTF-16 unit costs at least one byte of the ledger, so no more than this can
+    // be kept; cutting here keeps a 50 MB entry's kept prefix from costing three more
+    // copies of it on the way out (which could exhaust the heap and lose the prefix).
+    if (line.length > MAX_LOG_UNITS) line = StringSliceRaw(line, 0, MAX_LOG_UNITS);
     push(logs, line);
     // UTF-16 units are a lower bound of the entry's JSON UTF-8 bytes (Python meters
     // exactly); once even the bound is over budget, stop the flood here.
@@ -282,7 +287,9 @@
         if (toolName !== undefined) {
           ObjectDefineProperty(this, member, { value: toolName, writable: true, enumerable: true, configurable: true });
         }
-        if (code !== undefined && code !== null) {
+        // A failed call always carries `code`, null when the failure has none (as the
+        // SDK says and Python's `e.code` is None); a program's own `new` may omit it.
+        if (code !== undefined) {
           ObjectDefineProperty(this, "code", { value: code, writable: true, enumerable: true, configurable: true });
         }
       }

@@ -16,7 +16,7 @@ import msgspec
 
 from engine._json import js_number
 
-from ._frames import json_string_length, sanitize_text, truncate_to_json_length
+from ._frames import dumps_deep, json_string_length, sanitize_text, truncate_to_json_length
 
 __all__ = ["OutputLedger", "json_value_length"]
 
@@ -70,7 +70,10 @@ def json_value_length(value: Any) -> int:
     msgspec encodes everything like JavaScript except floats (``1.0`` vs ``1``, ``1e21``
     vs ``1e+21``), so floats are re-measured with the reference's number formatting.
     """
-    total = len(_encode(value))
+    try:
+        total = len(_encode(value))
+    except RecursionError:
+        total = len(dumps_deep(value))
     if not isinstance(value, (dict, list)):
         if isinstance(value, float):
             return len(js_number(value))

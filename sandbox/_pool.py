@@ -19,6 +19,7 @@ import socket
 from collections import deque
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -112,8 +113,10 @@ class WorkerPool:
         frame_bytes: int,
         guests: dict[str, str],
         preload: list[str],
+        warm_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self._size = size
+        self._warm_options = warm_options
         self._boundary = boundary
         self._frame_bytes = frame_bytes
         self._guests = guests
@@ -198,7 +201,9 @@ class WorkerPool:
             if server is not None:
                 await server.aclose()
             assert self._tg is not None
-            server = ForkServerClient(guests=self._guests, preload=self._preload)
+            server = ForkServerClient(
+                guests=self._guests, preload=self._preload, warm_options=self._warm_options
+            )
             server.on_dead = lambda: self._want.set()
             await server.start(self._tg)
             self._server = server

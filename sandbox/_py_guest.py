@@ -34,6 +34,7 @@ from ._frames import (
     LogFrame,
     ResultFrame,
     RunFrame,
+    encode_payload,
     json_string_length,
     sanitize_text,
     truncate_to_json_length,
@@ -58,7 +59,7 @@ __all__ = ["compile_program", "serve", "warm", "warm_worker"]
 _RECURSION_LIMIT = 1000
 _ARGS_LOSSY = "binding arguments must be lossless JSON"
 _VALUE_LOSSY = "program completion must be lossless JSON"
-_encode = msgspec.json.Encoder().encode
+_encode = encode_payload  # deep values are written iteratively (see _frames)
 
 
 def compile_program(source: str) -> Any:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "to_json"]
+__all__ = ["to_json"]
 
 
 class _Lossy(Exception):
@@ -19,7 +19,6 @@ class _Lossy(Exception):
 
 
 _CONTAINERS = (dict, list, tuple)
-MAX_DEPTH = 256
 
 
 def to_json(value: Any) -> Any:
@@ -30,8 +29,9 @@ def to_json(value: Any) -> Any:
     ``json.dumps``, tuples (named or not) become arrays and dict/list subclasses
     (``Counter``, ``defaultdict``) plain objects/arrays -- what a Python programmer
     expects from ``return counter.most_common(3)``. Sets, NaN, non-str keys, cycles and
-    other objects are lossy, and so is nesting deeper than ``MAX_DEPTH`` containers
-    (the bridge codec recurses). Iterative: deep input cannot hit the recursion limit.
+    other objects are lossy. Iterative: deep input cannot hit the recursion limit (nor
+    can the bridge codec, see ``_frames``), so nesting is bounded by the frame cap only,
+    as in the TypeScript guest.
     """
     if not isinstance(value, _CONTAINERS):
         return _scalar(value)
@@ -40,7 +40,7 @@ def to_json(value: Any) -> Any:
     stack: list[tuple[Any, Any, Any]] = []
 
     def enter(src: Any, parent: Any, key: Any) -> None:
-        if id(src) in active or len(stack) >= MAX_DEPTH:
+        if id(src) in active:
             raise _Lossy
         active.add(id(src))
         dst: Any = {} if isinstance(src, dict) else []

@@ -2,7 +2,9 @@
 
 ``ProcessRuntime`` holds everything that is not Python-specific (the pool, sessions,
 disposal); a guest language subclasses it with its ``language``, guest name and the
-modules the fork server preloads.
+modules the fork server preloads, and may override ``_execute`` (preprocess the program
+in the host) and ``_warm_options`` (what each new worker prepares ahead of a run).
+``TypeScriptRuntime`` lives in ``_ts_runtime``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class ProcessRuntime:
     isolation: ClassVar[str] = "process"
     guest: ClassVar[str] = ""
     guest_modules: ClassVar[dict[str, str]] = {}
+    # Extra CPU the supervisor allows past ``compute_ms`` before killing: for guests that
+    # stop themselves at the budget (see ``_supervisor``).
+    _compute_grace_s: ClassVar[float] = 0.0
 
     def __init__(
         self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
@@ -62,6 +67,10 @@ class ProcessRuntime:
         cpu_seconds = math.ceil(self.limits.compute_ms / 1000) + 2
         return BoundarySpec(memory_bytes=self.limits.max_memory_bytes, cpu_seconds=cpu_seconds)
 
+    def _warm_options(self) -> dict[str, dict[str, Any]]:
+        """Options for each guest module's ``warm_worker`` (none by default)."""
+        return {}
+
     async def __aenter__(self) -> ProcessRuntime:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} cannot be restarted after disposal")
@@ -71,6 +80,7 @@ class ProcessRuntime:
             frame_bytes=self.limits.frame_bytes,
             guests=self._guests,
             preload=sorted(set(self._guests.values())),
+            warm_options=self._warm_options(),
         )
         await pool.__aenter__()
         self._pool = pool
@@ -121,13 +131,23 @@ class ProcessRuntime:
         if request.signal.aborted:
             error = CodeRunError("abort", reason_text(request.signal.reason))
             return CodeRunResult(logs=[], error=error)
+        return await self._execute(request)
+
+    async def _execute(self, request: CodeRunRequest) -> CodeRunResult:
+        """Run a validated, not yet aborted request (a guest may preprocess it first)."""
         return await self._run_session(request, self.guest)
 
     async def _run_session(
         self, request: CodeRunRequest, guest: str, options: dict[str, Any] | None = None
     ) -> CodeRunResult:
         assert self._pool is not None
-        session = Session(request, self.limits, guest=guest, options=options)
+        session = Session(
+            request,
+            self.limits,
+            guest=guest,
+            options=options,
+            compute_grace_s=self._compute_grace_s,
+        )
         self._sessions.add(session)
         self.stats.runs += 1
         try:

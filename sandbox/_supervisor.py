@@ -8,9 +8,13 @@ program) and cancels the task group, which also cancels binding calls still in f
 
 Terminal events and their results:
 
-- ``done`` from the guest: value, ``exception``, ``invalid-output``, ``memory``;
+- ``done`` from the guest: value, ``exception``, ``invalid-output``, ``memory``, or
+  ``timeout`` (only from a guest that meters its own compute, i.e. one run with
+  ``compute_grace_s``; reported with our message);
 - compute budget (worker CPU time from ``/proc/<pid>/schedstat``, polled every 25 ms):
-  ``timeout`` -- ``compute budget exhausted (<computeMs>ms busy)``;
+  ``timeout`` -- ``compute budget exhausted (<computeMs>ms busy)``. A guest that meters
+  its own compute gets ``compute_grace_s`` on top, so that its clean stop (which ships
+  the logs of the slice it interrupts) normally comes first and the kill is a backstop;
 - wall clock: ``timeout`` -- ``wall-clock ceiling reached (<maxWallMs>ms)``;
 - log ledger overflow, or a value/diagnostic that does not fit: ``output-limit``;
 - more calls than ``max_sub_calls``: ``exception`` -- ``sub-call limit reached (<n>)``;
@@ -89,8 +93,10 @@ class Session:
         *,
         guest: str,
         options: dict[str, Any] | None = None,
+        compute_grace_s: float = 0.0,
     ) -> None:
         self.request = request
+        self.compute_grace_s = compute_grace_s
         self.limits = limits
         self.guest = guest
         self.options = options or {}
@@ -185,7 +191,7 @@ class Session:
             self.settle("exception", "program is too large for the bridge")
 
     async def _watchdog(self, pid: int, baseline: int) -> None:
-        budget_ns = self.limits.compute_ms * 1e6
+        budget_ns = self.limits.compute_ms * 1e6 + self.compute_grace_s * 1e9
         deadline = time.monotonic() + self.limits.max_wall_ms / 1000
         while True:
             remaining = deadline - time.monotonic()
@@ -269,6 +275,11 @@ class Session:
                 self.settle("output-limit", self.ledger.message)
             elif error.kind == "memory":
                 self.settle("memory", self._memory_message())
+            elif error.kind == "timeout" and self.compute_grace_s > 0:
+                # A guest that meters its own compute (QuickJS's interrupt) stops at the
+                # budget before our kill; the budget and the message are ours. Other
+                # guests never report it, so from them it is a forged frame.
+                self.settle("timeout", self._compute_message())
             elif error.kind in _GUEST_ERROR_KINDS:
                 self.settle(error.kind, sanitize_text(error.message))
             else:

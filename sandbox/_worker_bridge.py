@@ -10,14 +10,23 @@ whatever the guest registered. Guest-agnostic: the Python guest and any other gu
 from __future__ import annotations
 
 import asyncio
+import math
 import select
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from ._frames import FrameBuffer, ResultFrame, RunFrame, WorkerInbound, encode_frame
+from ._frames import (
+    FrameBuffer,
+    ResultFrame,
+    RunFrame,
+    WorkerInbound,
+    decode_frame,
+    encode_frame,
+)
 
 __all__ = ["WorkerBridge"]
 
@@ -88,6 +97,39 @@ class WorkerBridge:
                 if frame is not None:
                     self._pending.append(frame)
 
+    def wait_payloads(self, timeout: float | None) -> list[bytes] | None:
+        """Block up to ``timeout`` seconds (``None``: no limit) for frames from the host.
+
+        For guests that drive their own loop instead of ``attach`` (TypeScript). Returns
+        the raw payloads of the complete frames, ``[]`` when the time ran out first, or
+        ``None`` once the host hung up.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        while True:
+            if self.closed:
+                return None
+            wait_ms = -1
+            if deadline is not None:
+                wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            if not poller.poll(wait_ms):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return []
+                continue
+            try:
+                data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                self.closed = True
+                return None
+            ready = self._buffer.feed(data)
+            if ready:
+                return ready
+
     def attach(
         self, loop: asyncio.AbstractEventLoop, on_result: Callable[[ResultFrame], None]
     ) -> None:
@@ -119,6 +161,6 @@ class WorkerBridge:
 
     def _decode(self, payload: bytes) -> Any:
         try:
-            return self._decoder.decode(payload)
+            return decode_frame(self._decoder, payload)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None

@@ -18,7 +18,7 @@ import importlib
 import os
 import signal
 import socket
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import _boundary
 from ._frames import DoneFrame, ErrorSpec, ReadyFrame
@@ -36,6 +36,7 @@ def worker_main(
     parent_pid: int,
     guests: dict[str, str],
     max_frame_bytes: int,
+    warm_options: dict[str, dict[str, Any]] | None = None,
 ) -> NoReturn:
     """Run one worker to completion; never returns (``os._exit``)."""
     code = 0
@@ -53,7 +54,11 @@ def worker_main(
         for module_name in sorted(set(guests.values())):
             warm = getattr(importlib.import_module(module_name), "warm_worker", None)
             if callable(warm):
-                warm(loop)
+                options = (warm_options or {}).get(module_name)
+                if options is None:
+                    warm(loop)
+                else:
+                    warm(loop, options)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
         run = bridge.read_run()

@@ -110,3 +110,68 @@ def test_tools_lists_the_catalog(workspace: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     for name in ("read", "write", "edit", "glob", "grep", "bash", "job_list", "todo_write"):
         assert name in proc.stdout
+
+
+# -- TypeScript ---------------------------------------------------------------------------
+
+
+def test_run_typescript_example_detected_by_extension(workspace: Path) -> None:
+    proc = codemode("run", str(EXAMPLES / "fanout.ts"), "--workspace", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == 'read 4 files\n{\n  "biggest": "inventory.py",\n  "lines": 13\n}\n'
+
+
+def test_typescript_from_stdin_with_lang_and_json(workspace: Path, tmp_path: Path) -> None:
+    program = (
+        "interface Match { path: string }\n"
+        'const r = await tools.grep({pattern: "TODO"}) as { matches: Match[] };\n'
+        "console.log(r.matches.length);\n"
+        "return 3;\n"
+    )
+    proc = codemode(
+        "run", "-", "--lang", "typescript", "-w", str(workspace), "--json", stdin=program
+    )
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["value"] == {"logs": ["4"], "result": 3}
+    assert [e["type"] for e in payload["events"]] == [
+        "tool/code-dispatch-start",
+        "tool/code-dispatch",
+    ]
+    # The same program in a .ts file needs no --lang.
+    script = tmp_path / "count.ts"
+    script.write_text(program, encoding="utf-8")
+    proc = codemode("run", str(script), "-w", str(workspace))
+    assert (proc.returncode, proc.stdout) == (0, "4\n3\n")
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (
+            "const x: number = 1;\nthrow new Error('boom ' + x);",
+            "code run failed (exception): Error: boom 1\n    at <program>:2",
+        ),
+        (
+            "enum Color { Red }\nreturn Color.Red;",
+            "code run failed (exception): enum is not supported (line 1): "
+            "TypeScript enums are not erasable — use a const object",
+        ),
+    ],
+    ids=["thrown", "not-erasable"],
+)
+def test_typescript_failure_exits_1(workspace: Path, program: str, message: str) -> None:
+    proc = codemode("run", "-", "-l", "typescript", "-w", str(workspace), "--json", stdin=program)
+    assert proc.returncode == 1, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["error"] == {"message": message, "code": "CODE_RUN_FAILED"}
+
+
+def test_sdk_prints_the_typescript_sdk_for_the_catalog(workspace: Path) -> None:
+    proc = codemode("sdk", "--lang", "typescript", "-w", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert "`run_code` is the only tool you can call directly" in proc.stdout
+    assert "```ts" in proc.stdout and "```python" not in proc.stdout
+    assert "the body of an async TypeScript function" in proc.stdout
+    for name in ("read: {", "grep: {", "bash: {", "todo_write: {"):
+        assert name in proc.stdout

@@ -16,7 +16,7 @@ from engine import (
     CodeRunResult,
     ErrorClass,
 )
-from sandbox import PythonRuntime
+from sandbox import ProcessRuntime
 
 Run = Callable[..., Awaitable[CodeRunResult]]
 
@@ -58,7 +58,7 @@ def bindings(tools: Mapping[str, Callable[[Any], Awaitable[Any]]] | None = None)
     return [Binding("tools", dict(tools if tools is not None else DEFAULT_TOOLS), ErrorClass())]
 
 
-def make_runner(runtime: PythonRuntime) -> Run:
+def make_runner(runtime: ProcessRuntime) -> Run:
     async def run(
         program: str,
         *,

@@ -1,0 +1,71 @@
+"""``TypeScriptRuntime``: TypeScript programs in the same sandboxed workers as Python.
+
+Everything but the guest is ``ProcessRuntime``'s: the fork server, the pool, the bridge,
+the supervisor and its limits, the boundary. What differs:
+
+1. The host strips the types (``_ts_strip``) before any worker is used; non-erasable
+   syntax or a syntax error is an ``exception`` result with the stripper's message, and
+   no worker is touched (reference.md §3.3 step 3).
+2. The worker runs the stripped program in QuickJS (``_js_worker`` driving
+   ``_js_guest.JsGuest``); each new worker builds its context ahead of the run with this
+   runtime's limits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from engine import CodeRunError, CodeRunRequest, CodeRunResult
+
+from ._limits import Limits
+from ._runtime import ProcessRuntime
+from ._ts_strip import TypeStripError, strip_types
+
+__all__ = ["TypeScriptRuntime"]
+
+_GUEST_MODULE = "sandbox._js_worker"
+
+
+class TypeScriptRuntime(ProcessRuntime):
+    """Runs TypeScript programs (the body of an async function, erasable syntax only) in
+    QuickJS inside sandboxed worker processes; see ``sandbox/README.md``.
+
+    ``async with TypeScriptRuntime(Limits(...)) as runtime: await runtime.run(request)``
+    """
+
+    language: ClassVar[str] = "typescript"
+    guest: ClassVar[str] = "typescript"
+    guest_modules: ClassVar[dict[str, str]] = {"typescript": _GUEST_MODULE}
+    # QuickJS stops a hot loop at the budget itself, after which the worker still ships
+    # the logs of the interrupted slice; the supervisor's kill is the backstop.
+    _compute_grace_s: ClassVar[float] = 0.25
+
+    def __init__(
+        self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(limits, _guests=_guests)
+        # The worker builds its QuickJS limits from these (``_js_worker._limits``); the
+        # same dict travels in every ``run`` frame, so a worker prepared with other
+        # options (none yet) builds a fresh context instead.
+        self._options: dict[str, Any] = {
+            "compute_ms": self.limits.compute_ms,
+            "max_output_bytes": self.limits.max_output_bytes,
+            "max_memory_bytes": self.limits.max_memory_bytes,
+        }
+
+    async def __aenter__(self) -> TypeScriptRuntime:
+        await super().__aenter__()
+        return self
+
+    def _warm_options(self) -> dict[str, dict[str, Any]]:
+        return {_GUEST_MODULE: self._options}
+
+    async def _execute(self, request: CodeRunRequest) -> CodeRunResult:
+        try:
+            program = strip_types(request.program)
+        except TypeStripError as exc:
+            return CodeRunResult(logs=[], error=CodeRunError("exception", exc.message))
+        stripped = msgspec.structs.replace(request, program=program)
+        return await self._run_session(stripped, self.guest, self._options)

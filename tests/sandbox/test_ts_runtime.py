@@ -1,0 +1,235 @@
+"""What is specific to ``TypeScriptRuntime``: host-side type stripping, the prepared
+context, JSON edge cases of the QuickJS bridge, frame caps, disposal and clean shutdown.
+The behaviours shared with Python are in ``test_parity.py``."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+from sandbox_helpers import Run, bindings, err, make_runner, ok
+
+from engine import AbortController, Binding, BindingCallError, CodeRunRequest, ErrorClass
+from sandbox import Limits, TypeScriptRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+async def ts() -> AsyncIterator[TypeScriptRuntime]:
+    async with TypeScriptRuntime(Limits(compute_ms=10_000, max_wall_ms=30_000)) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def run(ts: TypeScriptRuntime) -> Run:
+    return make_runner(ts)
+
+
+# -- type stripping happens in the host ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (
+            "enum Color { Red }\nreturn Color.Red",
+            "enum is not supported (line 1): TypeScript enums are not erasable — use a const object",
+        ),
+        ("const x = ;", 'SyntaxError: unexpected "=" (line 1, column 9)'),
+    ],
+)
+async def test_strip_errors_use_no_worker(
+    ts: TypeScriptRuntime, program: str, message: str
+) -> None:
+    runs, checkouts = ts.stats.runs, ts.stats.pool.warm_checkouts + ts.stats.pool.cold_checkouts
+    result = await make_runner(ts)(program)
+    assert err(result) == message
+    assert result.logs == []
+    assert ts.stats.runs == runs
+    assert ts.stats.pool.warm_checkouts + ts.stats.pool.cold_checkouts == checkouts
+
+
+async def test_types_are_erased_and_lines_kept(run: Run) -> None:
+    program = (
+        "interface Point {\n  x: number\n  y: number\n}\n"
+        "type Pair = [Point, Point]\n"
+        "function mid(p: Pair): Point {\n"
+        "  return { x: (p[0].x + p[1].x) / 2, y: (p[0].y + p[1].y) / 2 }\n"
+        "}\n"
+        "const m = mid([{ x: 0, y: 0 }, { x: 2, y: 4 }] as Pair)!\n"
+        "console.log(m satisfies Point)\n"
+        "if (m.x > 0) throw new RangeError(`x=${m.x}`)\n"
+    )
+    result = await run(program)
+    assert err(result) == "RangeError: x=1\n    at <program>:11"
+    assert result.logs == ["{ x: 1, y: 2 }"]
+
+
+async def test_language_and_isolation(ts: TypeScriptRuntime) -> None:
+    assert (ts.language, ts.isolation) == ("typescript", "process")
+
+
+# -- JSON at the bridge ------------------------------------------------------------------
+
+
+async def test_lone_surrogates(run: Run) -> None:
+    program = "try { await tools.echo({s: '\\ud800'}) } catch (e) { return [e.name, e.message] }"
+    assert ok(await run(program)) == ["ToolCallError", "binding arguments must be lossless JSON"]
+    result = await run("console.log('a\\ud800b'); return 'c\\udc00'")
+    assert err(result, "invalid-output") == "program completion must be lossless JSON"
+    assert result.logs == ["a\ufffdb"]
+    # A pair is one character, not a lone surrogate; an escaped backslash is text.
+    program = "return [(await tools.echo({s: '\\ud83d\\ude00'})).s, '\\\\ud800']"
+    assert ok(await run(program)) == ["\U0001f600", "\\ud800"]
+
+
+async def test_undefined_arguments_and_no_error_code(run: Run) -> None:
+    program = """
+    const out = []
+    try { await (tools as any).echo() } catch (e) { out.push(e.name, e.message) }
+    try { await tools.fail({message: 'x'}) } catch (e) { out.push(e.code, Object.keys(e)) }
+    return out
+    """
+    assert ok(await run(program)) == [
+        "TypeError",
+        "binding arguments must be lossless JSON",
+        None,
+        ["toolName", "code"],
+    ]
+
+
+async def test_a_program_waiting_on_nothing_ends_like_a_drained_worker(run: Run) -> None:
+    result = await run("console.log('waiting'); await new Promise(() => {})")
+    assert err(result, "worker-exit") == "worker exited with code 0 before completing"
+    assert result.logs == ["waiting"]
+
+
+async def test_custom_binding_and_error_class(ts: TypeScriptRuntime) -> None:
+    async def get(args: object) -> object:
+        return {"got": args}
+
+    async def fail(args: object) -> object:
+        raise BindingCallError("no row", "E_ROW")
+
+    error_class = ErrorClass(name="DbError", member_name_property="operation")
+    request = CodeRunRequest(
+        "const r = await db.get({k: 1})\n"
+        "try { await db.fail({}) } catch (e) {\n"
+        "  return [r, e instanceof DbError, e.name, e.operation, e.message, e.code]\n"
+        "}",
+        [
+            Binding("db", {"get": get, "fail": fail}, error_class),
+            Binding("tools", {}, ErrorClass()),
+        ],
+        AbortController().signal,
+    )
+    assert ok(await ts.run(request)) == [
+        {"got": {"k": 1}},
+        True,
+        "DbError",
+        "fail",
+        "no row",
+        "E_ROW",
+    ]
+
+
+async def test_binding_names_are_validated(ts: TypeScriptRuntime) -> None:
+    with pytest.raises(ValueError, match='binding global "_tools" is not a usable identifier'):
+        await ts.run(CodeRunRequest("return 1", [Binding("_tools", {})], AbortController().signal))
+
+
+# -- caps and the ledger at their boundaries ----------------------------------------------
+
+
+async def test_exact_ledger() -> None:
+    limits = Limits(max_output_bytes=11, pool_size=1)
+    async with TypeScriptRuntime(limits) as runtime:
+        run = make_runner(runtime)
+        result = await run("console.log('abc'); return 'xy'")
+        assert result.logs == ["abc"] and ok(result) == "xy"
+        result = await run("console.log('abc'); return 'xyz'")
+        assert err(result, "output-limit") == "outer output exceeded 11 bytes"
+        assert result.logs == ["abc"]
+        assert ok(await run("return '€'")) == "€"  # 2 quotes + 3 UTF-8 bytes + 2 for []
+        result = await run("return '€€€'")  # 2 + 9 + 2 bytes
+        assert err(result, "output-limit") == "outer output exceeded 11 bytes"
+
+
+async def test_frame_cap_fails_the_call() -> None:
+    limits = Limits(max_frame_bytes=65_536, pool_size=1)
+    async with TypeScriptRuntime(limits) as runtime:
+        run = make_runner(runtime)
+        program = "try { await tools.echo({s: 'x'.repeat(70_000)}) } catch (e) { return [e.name, e.message] }"
+        assert ok(await run(program)) == [
+            "ToolCallError",
+            "binding arguments exceed the bridge frame limit (65536 bytes)",
+        ]
+        result = await run("console.log('y'.repeat(100_000)); return 1")
+        assert ok(result) == 1
+        assert result.logs == ["y" * (65_536 - 256 - 2)]
+
+
+# -- lifecycle ---------------------------------------------------------------------------
+
+
+async def test_disposal_aborts_in_flight_runs() -> None:
+    runtime = TypeScriptRuntime(Limits(pool_size=1))
+    results = []
+    run = make_runner(runtime)
+
+    async def in_flight() -> None:
+        results.append(await run("console.log('started'); await tools.slow({})"))
+
+    async with anyio.create_task_group() as tg:
+        async with runtime:
+            tg.start_soon(in_flight)
+            for _ in range(500):
+                if runtime._active_worker_pids():
+                    break
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.1)
+    assert err(results[0], "abort") == "runtime disposed"
+    assert results[0].logs == ["started"]
+    with pytest.raises(RuntimeError, match=r"TypeScriptRuntime.run\(\) after disposal"):
+        await runtime.run(CodeRunRequest("return 1", bindings(), AbortController().signal))
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def children_of(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(p) for p in handle.read().split()]
+
+
+async def test_clean_shutdown_leaks_nothing() -> None:
+    fds = set(os.listdir("/proc/self/fd"))
+    threads = threading.active_count()
+    async with TypeScriptRuntime(Limits(pool_size=2, compute_ms=300)) as runtime:
+        run = make_runner(runtime)
+        server = runtime._pool.server_pid  # type: ignore[union-attr]
+        assert ok(await run("return 1")) == 1
+        assert err(await run("while (true) {}"), "timeout")
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(run, "await tools.echo({})")
+        await anyio.sleep(0.2)  # let the refill finish: idle workers exist at exit
+        workers = children_of(server)
+        assert len(workers) >= 2
+    assert not alive(server)
+    assert not [pid for pid in workers if alive(pid)]
+    assert set(os.listdir("/proc/self/fd")) == fds
+    for _ in range(100):
+        if threading.active_count() <= threads:
+            break
+        await anyio.sleep(0.01)
+    assert threading.active_count() == threads
