@@ -16,7 +16,7 @@ from rich.table import Table
 from engine import AbortController, ToolExecutionInput
 from engine._json import thaw
 
-from ._compose import LANGUAGES, detect_language, open_session
+from ._compose import LANGUAGES, RunLimits, detect_language, open_session
 
 __all__ = ["app", "main"]
 
@@ -29,6 +29,7 @@ app = typer.Typer(
 )
 
 _err = Console(stderr=True)
+_DEFAULTS = RunLimits()
 
 LangOption = Annotated[
     str | None,
@@ -76,6 +77,18 @@ def run(
             "--keep-state", help="Keep spilled results and bash output files after the run."
         ),
     ] = False,
+    compute_ms: Annotated[
+        int, typer.Option("--compute-ms", min=1, help="CPU budget of the program.")
+    ] = _DEFAULTS.compute_ms,
+    wall_ms: Annotated[
+        int, typer.Option("--wall-ms", min=1, help="Wall-clock ceiling of the program.")
+    ] = _DEFAULTS.max_wall_ms,
+    memory_mb: Annotated[
+        int, typer.Option("--memory-mb", min=16, help="Address-space limit of the worker.")
+    ] = _DEFAULTS.max_memory_mb,
+    output_mb: Annotated[
+        int, typer.Option("--output-mb", min=1, help="Cap on logs plus the returned value.")
+    ] = _DEFAULTS.max_output_mb,
 ) -> None:
     """Run one program in code mode against the built-in tools; print the result content."""
     _check_lang(lang)
@@ -92,7 +105,13 @@ def run(
             raise _usage(f"cannot read {file!r}: {exc}") from None
     language = detect_language(file, lang)
     summary = description or f"Run {Path(file).name if file != '-' else 'stdin program'}"
-    outcome = anyio.run(_run_program, program, language, ws, summary, keep_state)
+    limits = RunLimits(
+        compute_ms=compute_ms,
+        max_wall_ms=wall_ms,
+        max_memory_mb=memory_mb,
+        max_output_mb=output_mb,
+    )
+    outcome = anyio.run(_run_program, program, language, ws, summary, keep_state, limits)
     result, events = outcome
     if as_json:
         payload: dict[str, Any] = {
@@ -118,9 +137,14 @@ def run(
 
 
 async def _run_program(
-    program: str, language: str, workspace: Path, summary: str, keep_state: bool
+    program: str,
+    language: str,
+    workspace: Path,
+    summary: str,
+    keep_state: bool,
+    limits: RunLimits,
 ) -> tuple[Any, list[dict[str, Any]]]:
-    async with open_session(workspace, language, keep_state=keep_state) as session:
+    async with open_session(workspace, language, keep_state=keep_state, limits=limits) as session:
         if keep_state:
             _err.print(f"state directory: {session.state_dir}")
         result = await session.runtime.execute(

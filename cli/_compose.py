@@ -14,7 +14,7 @@ import msgspec
 from engine import MemorySessionLog, Scope, ToolRuntime
 from engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 
-__all__ = ["LANGUAGES", "Session", "detect_language", "open_session"]
+__all__ = ["LANGUAGES", "RunLimits", "Session", "detect_language", "open_session"]
 
 LANGUAGES = ("python", "typescript")
 _EXTENSIONS = {".py": "python", ".ts": "typescript", ".mts": "typescript", ".js": "typescript"}
@@ -42,17 +42,38 @@ class Session(msgspec.Struct):
     state_dir: Path
 
 
-def _code_runtime(language: str) -> Any:
+class RunLimits(msgspec.Struct, frozen=True):
+    """The CLI's sandbox limits. Tighter than the library's defaults (60 s compute,
+    600 s wall, 64 MiB output) because a terminal user waits on the run."""
+
+    compute_ms: int = 30_000
+    max_wall_ms: int = 120_000
+    max_memory_mb: int = 512
+    max_output_mb: int = 16
+
+
+def _code_runtime(language: str, limits: RunLimits) -> Any:
     import sandbox
 
+    runtime_limits = sandbox.Limits(
+        compute_ms=limits.compute_ms,
+        max_wall_ms=limits.max_wall_ms,
+        max_memory_bytes=limits.max_memory_mb * 2**20,
+        max_output_bytes=limits.max_output_mb * 2**20,
+        pool_size=1,
+    )
     if language == "typescript":
-        return sandbox.TypeScriptRuntime()
-    return sandbox.PythonRuntime()
+        return sandbox.TypeScriptRuntime(limits=runtime_limits)
+    return sandbox.PythonRuntime(limits=runtime_limits)
 
 
 @contextlib.asynccontextmanager
 async def open_session(
-    workspace: Path, language: str, *, keep_state: bool = False
+    workspace: Path,
+    language: str,
+    *,
+    keep_state: bool = False,
+    limits: RunLimits | None = None,
 ) -> AsyncIterator[Session]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
@@ -65,7 +86,9 @@ async def open_session(
     async with contextlib.AsyncExitStack() as stack:
         if not keep_state:
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
-        code_runtime = await stack.enter_async_context(_code_runtime(language))
+        code_runtime = await stack.enter_async_context(
+            _code_runtime(language, limits or RunLimits())
+        )
         runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")
