@@ -32,6 +32,7 @@ its value, as the reference's synchronous append is.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -72,12 +73,59 @@ class CodeDispatchLog(msgspec.Struct, frozen=True, kw_only=True):
     content: Any
 
 
+class _Flag:
+    """A one-shot event with a single waiter.
+
+    On asyncio it is a bare future, which costs half of an ``anyio.Event`` round trip
+    (measured: 5.5 µs vs 10.9 µs per hand-off) — and a sub-call makes two hand-offs
+    between the program's task and the driver. Other backends get ``anyio.Event``.
+    A waiter cancelled while waiting cancels the future; ``set`` tolerates that.
+    """
+
+    __slots__ = ("_event", "_future")
+
+    def __init__(self) -> None:
+        loop = _asyncio_loop()
+        if loop is not None:
+            self._future: asyncio.Future[None] | None = loop.create_future()
+            self._event: anyio.Event | None = None
+        else:
+            self._future = None
+            self._event = anyio.Event()
+
+    def set(self) -> None:
+        future = self._future
+        if future is None:
+            assert self._event is not None
+            self._event.set()
+        elif not future.done():
+            future.set_result(None)
+
+    async def wait(self) -> None:
+        future = self._future
+        if future is None:
+            assert self._event is not None
+            await self._event.wait()
+        elif not future.done():
+            await future
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    # Under trio there is no running asyncio loop (or, with trio-asyncio, no asyncio
+    # task): fall back to anyio.Event there.
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop if asyncio.current_task(loop) is not None else None
+
+
 class _Slot:
     __slots__ = ("job", "ready")
 
     def __init__(self) -> None:
         self.job: Any = None
-        self.ready = anyio.Event()
+        self.ready = _Flag()
 
 
 class _Workers:
@@ -152,7 +200,7 @@ class _Entry:
         self.prepared: Prepared | None = None
         self.dispatched: tuple[str, ToolExecutionResult] | None = None
         self.outcome: tuple[bool, Any] | None = None
-        self.done = anyio.Event()
+        self.done = _Flag()
         self.committed = False
         self.queued_at = time.perf_counter()
         self.started_at: float | None = None
@@ -185,7 +233,7 @@ class SubDispatchDriver:
         self._counter = 0
         self._stopping = False
         self._finished = anyio.Event()
-        self._wake = anyio.Event()
+        self._wake = _Flag()
         self._t0 = time.perf_counter()
         self._peak_in_flight = 0
         agent = outer.agent
@@ -299,7 +347,7 @@ class SubDispatchDriver:
 
     async def _sleep(self) -> None:
         await self._wake.wait()
-        self._wake = anyio.Event()
+        self._wake = _Flag()
 
     def _may_start(self, entry: _Entry) -> bool:
         if self._exclusive_active:
