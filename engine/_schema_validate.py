@@ -213,12 +213,21 @@ def validate_json_schema_value(schema: Any, value: Any, path: str = "value") -> 
 
 
 def validate_args(parameters_schema: Any, args: Any) -> list[str]:
-    """Validate tool arguments against a compiled (raw) parameters schema.
+    """Validate tool arguments against a parameters schema.
+
+    ``parameters_schema`` is either the compiled (raw) object schema or the DSL
+    parameter map ``{prop: spec}`` that ``define_tool`` takes (compiled on the fly; a
+    malformed map raises ``JsonSchemaError``). A raw schema is recognised by its string
+    ``"type": "object"`` (a DSL map's values are specs, never strings).
 
     Paths start empty, so nested keys appear bare (``"x" must be a number``,
     ``missing required property "description"``) and only a root problem is labelled
     ``arguments`` (``"arguments" must be an object``).
     """
+    if isinstance(parameters_schema, dict) and not isinstance(parameters_schema.get("type"), str):
+        from ._schema_dsl import parameter_schema_spec_to_json_schema
+
+        parameters_schema = parameter_schema_spec_to_json_schema(parameters_schema)
     if _valid(parameters_schema, args):
         return []
     return _run(parameters_schema, args, "", "arguments")

@@ -1,0 +1,41 @@
+"""``validate_args`` takes the DSL parameter map (as the reference's ``validateArgs``) or
+the compiled raw schema, with identical results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine import JsonSchemaError
+from engine.schema import parameter_schema_spec_to_json_schema, validate_args
+
+SPEC: dict[str, Any] = {
+    "x": {"type": "number", "required": True},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "type": {"type": "string"},
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (None, ['"arguments" must be an object']),
+        ([], ['"arguments" must be an object']),
+        ({}, ['missing required property "x"']),
+        ({"x": "a"}, ['"x" must be a number']),
+        ({"x": 1, "tags": ["a", 2]}, ['"tags[1]" must be a string']),
+        ({"x": 1, "type": 3}, ['"type" must be a string']),
+        ({"x": True}, ['"x" must be a number']),
+        ({"x": 1, "extra": {"open": "root"}}, []),
+    ],
+)
+def test_dsl_map_and_compiled_schema_agree(args: Any, expected: list[str]) -> None:
+    compiled = parameter_schema_spec_to_json_schema(SPEC)
+    assert validate_args(SPEC, args) == expected
+    assert validate_args(compiled, args) == expected
+
+
+def test_a_malformed_dsl_map_is_a_schema_error() -> None:
+    with pytest.raises(JsonSchemaError):
+        validate_args({"x": {"type": "number", "required": False}}, {})
