@@ -216,18 +216,40 @@ def validate_args(parameters_schema: Any, args: Any) -> list[str]:
     """Validate tool arguments against a parameters schema.
 
     ``parameters_schema`` is either the compiled (raw) object schema or the DSL
-    parameter map ``{prop: spec}`` that ``define_tool`` takes (compiled on the fly; a
-    malformed map raises ``JsonSchemaError``). A raw schema is recognised by its string
-    ``"type": "object"`` (a DSL map's values are specs, never strings).
+    parameter map ``{prop: spec}`` that ``define_tool`` takes (as the reference's
+    ``validateArgs(spec, args)``). A raw parameters schema has a string
+    ``"type": "object"``; a non-empty plain dict without one whose every value is a spec
+    and that compiles as a DSL map is treated as one; anything else is validated as a
+    raw schema.
 
     Paths start empty, so nested keys appear bare (``"x" must be a number``,
     ``missing required property "description"``) and only a root problem is labelled
     ``arguments`` (``"arguments" must be an object``).
     """
-    if isinstance(parameters_schema, dict) and not isinstance(parameters_schema.get("type"), str):
-        from ._schema_dsl import parameter_schema_spec_to_json_schema
-
-        parameters_schema = parameter_schema_spec_to_json_schema(parameters_schema)
+    if (
+        type(parameters_schema) is dict
+        and parameters_schema
+        and not isinstance(parameters_schema.get("type"), str)
+    ):
+        parameters_schema = _dsl_or_raw(parameters_schema)
     if _valid(parameters_schema, args):
         return []
     return _run(parameters_schema, args, "", "arguments")
+
+
+def _dsl_or_raw(schema: dict[str, Any]) -> Any:
+    from ._errors import JsonSchemaError
+    from ._schema_dsl import parameter_schema_spec_to_json_schema
+
+    # Only a map whose every value is a spec (a dict with a "type" string or a "oneOf"
+    # list) can be a DSL map; raw keywords ("enum": [...], "properties": {...}) fail this
+    # or the compile below and stay raw.
+    for spec in schema.values():
+        if not isinstance(spec, dict) or not (
+            isinstance(spec.get("type"), str) or isinstance(spec.get("oneOf"), list)
+        ):
+            return schema
+    try:
+        return parameter_schema_spec_to_json_schema(schema)
+    except JsonSchemaError:
+        return schema
