@@ -5,9 +5,11 @@ the outermost; ``prepend=True`` inserts a listener outside the existing ones. Ea
 listener receives ``next`` (an async callable with no arguments) and returns what the
 chain decided; the innermost ``next`` is the emitter's default.
 
-Scope filtering: a listener registered on a ``Scope`` sees only calls whose agent is that
-scope or a scope under it (a preset's listener covers its agents); agent-less calls reach
-only global listeners. ``tools/change`` is unfiltered.
+Scope filtering (as the reference's scope dispatch): a listener registered on a ``Scope``
+sees only calls whose agent *is* that scope — not its child scopes, which are agents of
+their own (a preset's registrations, restrictions, guards and mode reach its agents
+through the layer chain; its listeners do not). Agent-less calls reach only global
+listeners. ``tools/change`` is unfiltered.
 """
 
 from __future__ import annotations
@@ -103,8 +105,7 @@ class HookRegistry:
             return [e.listener for e in entries]
         if agent is None:
             return [e.listener for e in entries if e.owner is None]
-        chain = set(map(id, agent.chain()))
-        return [e.listener for e in entries if e.owner is None or id(e.owner) in chain]
+        return [e.listener for e in entries if e.owner is None or e.owner is agent]
 
     async def waterfall(
         self,

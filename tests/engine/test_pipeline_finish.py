@@ -329,8 +329,8 @@ async def test_scoped_observers_see_only_their_agents_results() -> None:
     await rt.execute(call(agent=other))
     await rt.execute(call(agent=agent))
     await rt.execute(call(agent=child))
-    # A scope's listener covers the scopes parented under it.
-    assert seen == [agent, child]
+    # Exact-scope dispatch: a child scope is an agent of its own.
+    assert seen == [agent]
 
 
 @pytest.mark.anyio
