@@ -19,6 +19,7 @@ to share between threads.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import sqlite3
@@ -110,11 +111,12 @@ def _decode(body: str) -> Any:
         return json.loads(body)
 
 
-class _ClosingLog:
+class _ClosingLog(abc.ABC):
     """``with log:`` closes the log on exit."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release resources; idempotent."""
 
     def __enter__(self) -> Self:
         return self
