@@ -43,7 +43,7 @@ import anyio
 import msgspec
 
 from ._errors import BindingCallError
-from ._json import snapshot
+from ._json import sealed, snapshot
 from ._pipeline import Prepared, error_message
 from ._session import MemorySessionLog, SqliteSessionLog
 from ._signals import AbortSignal, reason_text
@@ -372,19 +372,23 @@ class SubDispatchDriver:
         entry.in_flight_at_start = self._in_flight
         if self._session is not None:
             await self._append(
-                {
-                    "type": "tool/code-dispatch-start",
-                    "rootCallId": self._outer.root_call_id,
-                    "parentCallId": self._outer.call_id,
-                    "subCallId": entry.sub_call_id,
-                    "name": entry.name,
-                    "arguments": entry.log_arguments,
-                    "timing": {
-                        "queuedMs": self._ms(entry.queued_at),
-                        "startedMs": self._ms(entry.started_at),
-                        "inFlight": self._in_flight,
-                    },
-                }
+                sealed(
+                    {
+                        "type": "tool/code-dispatch-start",
+                        "rootCallId": self._outer.root_call_id,
+                        "parentCallId": self._outer.call_id,
+                        "subCallId": entry.sub_call_id,
+                        "name": entry.name,
+                        "arguments": entry.log_arguments,
+                        "timing": sealed(
+                            {
+                                "queuedMs": self._ms(entry.queued_at),
+                                "startedMs": self._ms(entry.started_at),
+                                "inFlight": self._in_flight,
+                            }
+                        ),
+                    }
+                )
             )
         prepared = await self._pipeline.prepare(entry.input)
         entry.prepared = prepared
@@ -461,23 +465,27 @@ class SubDispatchDriver:
         try:
             content = await self._shape_log(entry, final)
             await self._append(
-                {
-                    "type": "tool/code-dispatch",
-                    "rootCallId": self._outer.root_call_id,
-                    "parentCallId": self._outer.call_id,
-                    "subCallId": entry.sub_call_id,
-                    "name": entry.name,
-                    "arguments": entry.log_arguments,
-                    "isError": final.is_error,
-                    "content": content,
-                    "timing": {
-                        "queuedMs": self._ms(entry.queued_at),
-                        "startedMs": self._ms(entry.started_at),
-                        "settledMs": self._ms(entry.settled_at),
-                        "committedMs": self._ms(committed),
-                        "inFlight": entry.in_flight_at_start,
-                    },
-                }
+                sealed(
+                    {
+                        "type": "tool/code-dispatch",
+                        "rootCallId": self._outer.root_call_id,
+                        "parentCallId": self._outer.call_id,
+                        "subCallId": entry.sub_call_id,
+                        "name": entry.name,
+                        "arguments": entry.log_arguments,
+                        "isError": final.is_error,
+                        "content": content,
+                        "timing": sealed(
+                            {
+                                "queuedMs": self._ms(entry.queued_at),
+                                "startedMs": self._ms(entry.started_at),
+                                "settledMs": self._ms(entry.settled_at),
+                                "committedMs": self._ms(committed),
+                                "inFlight": entry.in_flight_at_start,
+                            }
+                        ),
+                    }
+                )
             )
         finally:
             self._pending_logs -= 1
@@ -511,7 +519,8 @@ class SubDispatchDriver:
             # is one.
             if not isinstance(content, (list, tuple)):
                 raise TypeError(f"expected a list of content blocks, got {type(content).__name__}")
-            return snapshot(list(content), freeze=False)
+            # Sealed, so the settle event built from it can be sealed as a whole.
+            return snapshot(list(content))
         except Exception as exc:
             _log.warning(
                 "tools: code-dispatch-log listener failed for %s: %s; logging the original "

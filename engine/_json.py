@@ -182,6 +182,18 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
     raise _Slow
 
 
+def sealed(items: dict[str, Any]) -> FrozenDict:
+    """A sealed ``FrozenDict`` of ``items`` *without* checking them.
+
+    Internal: for dicts the engine assembles from values it already knows are lossless
+    (sealed snapshots, strings, finite numbers), so a later ``snapshot`` (e.g. a session
+    log's) returns them without another copy.
+    """
+    out = FrozenDict(items)
+    out._sealed = True
+    return out
+
+
 def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     """Return a detached copy of ``value`` (deep-frozen unless ``freeze=False``).
 
