@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal as signal_mod
 import subprocess
 from collections.abc import Callable, Mapping
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
-__all__ = ["BashProcess", "signal_name"]
+from ._cgroup import PidsCgroup
+
+__all__ = ["DEFAULT_MAX_PIDS", "BashProcess", "signal_name"]
 
 _TERM_GRACE_S = 2.0
+# Processes one bash call may have at once (its pids cgroup's ``pids.max``).
+DEFAULT_MAX_PIDS = 1024
 _DRAIN_GRACE_S = 1.0
 
 
@@ -44,13 +50,16 @@ class BashProcess:
         env: Mapping[str, str],
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
+        max_pids: int | None = DEFAULT_MAX_PIDS,
     ) -> None:
         self.command = command
         self.cwd = cwd
         self.env = dict(env)
         self.on_stdout = on_stdout
         self.on_stderr = on_stderr
+        self.max_pids = max_pids
         self.process: anyio.abc.Process | None = None
+        self.cgroup: PidsCgroup | None = None
 
     async def start(self) -> None:
         """Spawn the child (raises ``OSError`` when that fails).
@@ -63,15 +72,28 @@ class BashProcess:
             self.process = await self._spawn()
 
     async def _spawn(self) -> anyio.abc.Process:
-        return await anyio.open_process(
-            ["bash", "-c", self.command],
-            cwd=self.cwd,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        argv = ["bash", "-c", self.command]
+        if self.max_pids is not None:
+            self.cgroup = PidsCgroup.create(self.max_pids)
+        if self.cgroup is not None:
+            # The child joins the cgroup itself, then becomes the command: nothing it
+            # starts can be forked before it is inside the limit.
+            join = f'echo $$ > {shlex.quote(self.cgroup.procs_file)} || exit 126; exec bash -c "$1"'
+            argv = ["bash", "-c", join, "bash", self.command]
+        try:
+            return await anyio.open_process(
+                argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except BaseException:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise
 
     def _killpg(self, sig: signal_mod.Signals) -> None:
         assert self.process is not None
@@ -115,6 +137,9 @@ class BashProcess:
                 if process.returncode is None:
                     await self.terminate()
                 self._killpg(signal_mod.SIGKILL)
+                if self.cgroup is not None:
+                    # Also reaches members that left the process group (setsid, daemons).
+                    await anyio.to_thread.run_sync(self.cgroup.remove)
                 await process.aclose()
         return timed_out
 
