@@ -21,11 +21,14 @@ import anyio.to_thread
 
 from ._cgroup import PidsCgroup
 
-__all__ = ["DEFAULT_MAX_PIDS", "BashProcess", "signal_name"]
+__all__ = ["DEFAULT_MAX_PIDS", "MAX_FILE_BYTES", "BashProcess", "signal_name"]
 
 _TERM_GRACE_S = 2.0
 # Processes one bash call may have at once (its pids cgroup's ``pids.max``).
 DEFAULT_MAX_PIDS = 1024
+# Largest file any process of a bash call may write (RLIMIT_FSIZE): a runaway ``yes >
+# file`` fails with "File size limit exceeded" instead of filling the disk.
+MAX_FILE_BYTES = 4 * 2**30
 _DRAIN_GRACE_S = 1.0
 
 
@@ -72,14 +75,15 @@ class BashProcess:
             self.process = await self._spawn()
 
     async def _spawn(self) -> anyio.abc.Process:
-        argv = ["bash", "-c", self.command]
+        # A small prologue runs first, then ``exec``s the command in a fresh bash (same
+        # pid, ``$0`` = "bash"): it caps file size and core dumps for everything the call
+        # starts, and joins the call's pids cgroup before anything can be forked.
+        prologue = f"ulimit -c 0 -f {MAX_FILE_BYTES // 1024} || exit 126; "
         if self.max_pids is not None:
             self.cgroup = PidsCgroup.create(self.max_pids)
         if self.cgroup is not None:
-            # The child joins the cgroup itself, then becomes the command: nothing it
-            # starts can be forked before it is inside the limit.
-            join = f'echo $$ > {shlex.quote(self.cgroup.procs_file)} || exit 126; exec bash -c "$1"'
-            argv = ["bash", "-c", join, "bash", self.command]
+            prologue += f"echo $$ > {shlex.quote(self.cgroup.procs_file)} || exit 126; "
+        argv = ["bash", "-c", prologue + 'exec bash -c "$1"', "bash", self.command]
         try:
             return await anyio.open_process(
                 argv,

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from tools._cgroup import PidsCgroup, _hierarchy_root
-from tools._process import BashProcess
+from tools._process import MAX_FILE_BYTES, BashProcess
 
 pytestmark = pytest.mark.skipif(
     _hierarchy_root() is None, reason="no writable pids cgroup hierarchy on this host"
@@ -110,3 +110,9 @@ def test_cgroup_create_and_remove() -> None:
     assert not os.path.exists(group.path)
     os.kill(os.getpid(), 0)  # the host process itself was never moved or signalled
     assert signal.getsignal(signal.SIGTERM) is not None
+
+
+@pytest.mark.anyio
+async def test_file_size_and_core_limits_apply_to_the_command() -> None:
+    text, _proc = await _run("ulimit -f; ulimit -c", max_pids=64)
+    assert text.split() == [str(MAX_FILE_BYTES // 1024), "0"]
