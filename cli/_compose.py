@@ -44,10 +44,11 @@ class Session(msgspec.Struct):
 
 class RunLimits(msgspec.Struct, frozen=True):
     """The CLI's sandbox limits. Tighter than the library's defaults (60 s compute,
-    600 s wall, 64 MiB output) because a terminal user waits on the run."""
+    600 s wall, 64 MiB output) because a terminal user waits on the run: tool calls do
+    not count against ``compute_ms``, only the program's own CPU time does."""
 
-    compute_ms: int = 30_000
-    max_wall_ms: int = 120_000
+    compute_ms: int = 10_000
+    max_wall_ms: int = 60_000
     max_memory_mb: int = 512
     max_output_mb: int = 16
 
