@@ -440,6 +440,62 @@
     ObjectDefineProperty(global, key, { value: timerApi[key], writable: true, configurable: true });
   }
 
+  // -- structuredClone: Node has it, QuickJS does not. Plain data, Date, RegExp, Map, Set,
+  // ArrayBuffers and typed arrays, errors; cycles and shared references kept; functions
+  // and symbols refused with Node's DataCloneError wording.
+  function cloneError(value) {
+    const error = new Error(`${String(value)} could not be cloned.`);
+    error.name = "DataCloneError";
+    return error;
+  }
+  function structuredClone(value) {
+    const seen = new Map();
+    function clone(v) {
+      if (typeof v === "function" || typeof v === "symbol") throw cloneError(v);
+      if (v === null || typeof v !== "object") return v;
+      if (seen.has(v)) return seen.get(v);
+      let out;
+      if (Array.isArray(v)) {
+        out = [];
+        seen.set(v, out);
+        for (let i = 0; i < v.length; i++) out[i] = clone(v[i]);
+        return out;
+      }
+      if (v instanceof Date) out = new Date(v.getTime());
+      else if (v instanceof RegExp) out = new RegExp(v.source, v.flags);
+      else if (v instanceof ArrayBuffer) out = v.slice(0);
+      else if (ArrayBuffer.isView(v)) out = new v.constructor(v);
+      else if (v instanceof Map) {
+        out = new Map();
+        seen.set(v, out);
+        v.forEach((item, key) => out.set(clone(key), clone(item)));
+        return out;
+      } else if (v instanceof Set) {
+        out = new Set();
+        seen.set(v, out);
+        v.forEach((item) => out.add(clone(item)));
+        return out;
+      } else if (v instanceof Error) {
+        out = new Error(v.message);
+        out.name = v.name;
+      } else {
+        out = {};
+        seen.set(v, out);
+        const keys = ObjectKeys(v);
+        for (let i = 0; i < keys.length; i++) out[keys[i]] = clone(v[keys[i]]);
+        return out;
+      }
+      seen.set(v, out);
+      return out;
+    }
+    return clone(value);
+  }
+  ObjectDefineProperty(global, "structuredClone", {
+    value: structuredClone,
+    writable: true,
+    configurable: true,
+  });
+
   // -- host -------------------------------------------------------------------------
   // The reply is built from parts and joined: quickjs-ng returns concatenations as rope
   // strings, which the Python binding cannot convert.
