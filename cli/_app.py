@@ -199,7 +199,9 @@ def list_tools(workspace: WorkspaceOption = Path(".")) -> None:
 
 @app.command()
 def bench(
-    name: Annotated[str, typer.Argument(help="dispatch, sandbox, tools, ts_strip, or all")] = "all",
+    name: Annotated[
+        str, typer.Argument(help="pipeline, dispatch, sandbox, tools, ts_strip, or all")
+    ] = "all",
 ) -> None:
     """Run the benchmarks (from a source checkout) and print their numbers."""
     root = Path(__file__).resolve().parent.parent / "benchmarks"
