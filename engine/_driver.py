@@ -37,7 +37,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import msgspec
@@ -404,18 +404,19 @@ class SubDispatchDriver:
             # else to do until its body settles: run the body here instead of handing it
             # to a worker. (Queued calls are abandoned on the next pass, as in the
             # reference, whose driver wakes on settles and submissions only.)
-            await self._body(entry)
+            await self._body(entry, inline=True)
         else:
             self._bodies.submit(entry)
 
-    async def _body(self, entry: _Entry) -> None:
+    async def _body(self, entry: _Entry, *, inline: bool = False) -> None:
         assert entry.prepared is not None
         try:
             entry.dispatched = await self._pipeline.dispatch(entry.prepared.exec)
         finally:
             entry.settled_at = time.perf_counter()
             self._in_flight -= 1
-            self._poke()
+            if not inline:  # the loop itself ran an inline body: nothing to wake
+                self._poke()
 
     async def _commit(self, entry: _Entry) -> None:
         assert entry.prepared is not None and entry.dispatched is not None
@@ -534,7 +535,11 @@ class SubDispatchDriver:
         if self._session is None:
             return
         try:
-            await self._session.append(event)
+            if self._sync_session:
+                # The built-in logs never wait: skip a coroutine per event.
+                cast("MemorySessionLog | SqliteSessionLog", self._session).append_now(event)
+            else:
+                await self._session.append(event)
         except Exception:
             _log.warning("session append failed for %s", event.get("type"), exc_info=True)
 

@@ -143,6 +143,10 @@ class MemorySessionLog(_ClosingLog):
 
     async def append(self, event: dict[str, Any]) -> int:
         """Validate and store ``event``; return its 0-based sequence number."""
+        return self.append_now(event)
+
+    def append_now(self, event: dict[str, Any]) -> int:
+        """``append`` without the coroutine: this log never waits."""
         # The lossless snapshot is the whole check: every lossless value encodes (deep
         # and lone-surrogate events take _encode's fallbacks), so a memory log accepts
         # exactly what a SQLite log accepts without paying for an encode per event.
@@ -249,6 +253,10 @@ class SqliteSessionLog(_ClosingLog):
 
     async def append(self, event: dict[str, Any]) -> int:
         """Validate and durably store ``event``; return its 0-based sequence number."""
+        return self.append_now(event)
+
+    def append_now(self, event: dict[str, Any]) -> int:
+        """``append`` without the coroutine (a local SQLite write; see the class notes)."""
         frozen = _validate(event)
         body = _encode(frozen)
         kind: str = frozen["type"]
