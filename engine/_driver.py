@@ -235,7 +235,6 @@ class SubDispatchDriver:
         self._finished = anyio.Event()
         self._wake = _Flag()
         self._t0 = time.perf_counter()
-        self._peak_in_flight = 0
         agent = outer.agent
         self._session = agent.session if agent is not None else None
         # The built-in logs never yield in ``append`` (see ``_session``), like the
@@ -243,11 +242,6 @@ class SubDispatchDriver:
         # that could be slow, so the settle event is appended right in the lane.
         self._sync_session = type(self._session) in (MemorySessionLog, SqliteSessionLog)
         run_signal.add_listener(lambda _s: self._poke())
-
-    @property
-    def peak_in_flight(self) -> int:
-        """The largest number of bodies that overlapped in this run."""
-        return self._peak_in_flight
 
     def _poke(self) -> None:
         self._wake.set()
@@ -398,7 +392,6 @@ class SubDispatchDriver:
             entry.dispatched = (prepared.kind, prepared.result)
             return
         self._in_flight += 1
-        self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
         if entry.exclusive:
             # An exclusive call runs alone and is the commit head, so the lane has nothing
             # else to do until its body settles: run the body here instead of handing it

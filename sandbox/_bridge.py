@@ -54,7 +54,6 @@ class HostBridge:
         except RuntimeError:  # another anyio backend (trio): write at once
             self._loop = None
         self._decode_failures = 0
-        self._eof = False
         self.broken = False
 
     @property
@@ -131,7 +130,6 @@ class HostBridge:
             except OSError:
                 data = b""
             if not data:
-                self._eof = True
                 return False
             for payload in buffer.feed(data):
                 try:
