@@ -15,6 +15,10 @@ from engine import (
     CodeRunRequest,
     CodeRunResult,
     ErrorClass,
+    ToolDefinition,
+    ToolOutput,
+    define_tool,
+    text,
 )
 from sandbox import ProcessRuntime
 
@@ -83,3 +87,22 @@ def err(result: CodeRunResult, kind: str = "exception") -> str:
     assert result.error is not None, f"expected {kind}, got value {result.value!r}"
     assert result.error.kind == kind, result.error
     return result.error.message
+
+
+def add_tool() -> ToolDefinition:
+    """A parallel-safe ``add`` tool (two required integers) for engine-level runs."""
+
+    async def add(args: Any, ctx: Any) -> Any:
+        return args["a"] + args["b"]
+
+    return define_tool(
+        name="add",
+        description="Add two integers.",
+        parameters={
+            "a": {"type": "integer", "required": True},
+            "b": {"type": "integer", "required": True},
+        },
+        output=ToolOutput(schema={"type": "integer"}, render=lambda a, v: [text(str(v))]),
+        execute=add,
+        is_concurrency_safe=lambda args: True,
+    )

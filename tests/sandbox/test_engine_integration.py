@@ -5,42 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sandbox_helpers import add_tool
 
 from engine import (
     AbortController,
     CodeRuntime,
     MemorySessionLog,
     ToolExecutionInput,
-    ToolOutput,
     ToolRuntime,
-    define_tool,
-    text,
 )
 from sandbox import PythonRuntime
 
 pytestmark = pytest.mark.anyio
 
 
-def _add_tool() -> Any:
-    async def add(args: Any, ctx: Any) -> Any:
-        return args["a"] + args["b"]
-
-    return define_tool(
-        name="add",
-        description="Add two integers.",
-        parameters={
-            "a": {"type": "integer", "required": True},
-            "b": {"type": "integer", "required": True},
-        },
-        output=ToolOutput(schema={"type": "integer"}, render=lambda a, v: [text(str(v))]),
-        execute=add,
-        is_concurrency_safe=lambda args: True,
-    )
-
-
 async def _run_code(runtime: PythonRuntime, code: str) -> tuple[Any, MemorySessionLog]:
     rt = ToolRuntime(mode="code", code_runtime=runtime)
-    rt.register(_add_tool())
+    rt.register(add_tool())
     session = MemorySessionLog()
     agent = rt.scope("agent", session=session)
     result = await rt.execute(

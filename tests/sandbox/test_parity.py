@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sandbox_helpers import Run, err, make_runner, ok
+from sandbox_helpers import Run, add_tool, err, make_runner, ok
 
 from engine import (
     AbortController,
@@ -362,23 +362,6 @@ async def test_deep_completion_value(run: Run, lang: str) -> None:
 # -- re-entry through the pipeline -------------------------------------------------------
 
 
-def _add_tool() -> Any:
-    async def add(args: Any, ctx: Any) -> Any:
-        return args["a"] + args["b"]
-
-    return define_tool(
-        name="add",
-        description="Add two integers.",
-        parameters={
-            "a": {"type": "integer", "required": True},
-            "b": {"type": "integer", "required": True},
-        },
-        output=ToolOutput(schema={"type": "integer"}, render=lambda a, v: [text(str(v))]),
-        execute=add,
-        is_concurrency_safe=lambda args: True,
-    )
-
-
 async def test_sub_calls_reenter_the_pipeline_and_policies(
     runtime: ProcessRuntime, lang: str
 ) -> None:
@@ -414,7 +397,7 @@ async def test_sub_calls_reenter_the_pipeline_and_policies(
     result = await run_code(
         runtime,
         program,
-        tools=[_add_tool()],
+        tools=[add_tool()],
         setup=lambda rt: rt.on("tools/pre-execute", deny),
     )
     assert not result.is_error, result
