@@ -5,12 +5,14 @@ Public names only; implementation lives in private modules.
 
 from __future__ import annotations
 
+from ._code_runtime import ERROR_KINDS as ERROR_KINDS
 from ._code_runtime import Binding as Binding
 from ._code_runtime import CodeRunError as CodeRunError
 from ._code_runtime import CodeRunRequest as CodeRunRequest
 from ._code_runtime import CodeRunResult as CodeRunResult
 from ._code_runtime import CodeRuntime as CodeRuntime
 from ._code_runtime import ErrorClass as ErrorClass
+from ._code_runtime import ErrorKind as ErrorKind
 from ._define import define_tool as define_tool
 from ._driver import CodeDispatchLog as CodeDispatchLog
 from ._errors import AbortError as AbortError
@@ -65,7 +67,9 @@ __all__ = [
     "CodeRunResult",
     "CodeRuntime",
     "Deny",
+    "ERROR_KINDS",
     "ErrorClass",
+    "ErrorKind",
     "HarnessError",
     "JsonSchemaError",
     "MemorySessionLog",

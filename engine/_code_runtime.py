@@ -29,13 +29,43 @@ __all__ = [
     "CodeRunResult",
     "CodeRuntime",
     "ErrorClass",
+    "ERROR_KINDS",
     "ErrorKind",
     "validate_bindings",
 ]
 
 ErrorKind = Literal[
-    "exception", "timeout", "abort", "worker-exit", "invalid-output", "output-limit", "memory"
+    "syntax",
+    "exception",
+    "timeout",
+    "memory",
+    "output-limit",
+    "sub-call-limit",
+    "call-bytes-limit",
+    "forbidden",
+    "recursion",
+    "invalid-output",
+    "worker-exit",
+    "abort",
 ]
+"""Why a code run failed, the same set in every guest language.
+
+- ``syntax``: the program does not parse (or, in TypeScript, uses refused syntax).
+- ``exception``: an uncaught exception in the program.
+- ``timeout``: the compute budget or the wall-clock ceiling.
+- ``memory``: the worker ran out of memory (catching ``MemoryError`` does not help).
+- ``output-limit``: logs plus value/diagnostic exceeded ``max_output_bytes``.
+- ``sub-call-limit``: the program made more binding calls than allowed.
+- ``call-bytes-limit``: the JSON bytes of all binding-call arguments exceeded the budget.
+- ``forbidden``: a guard denied access (dunders, private names, frames, module writes);
+  terminal even when the program catches the exception.
+- ``recursion``: the program exceeded the recursion limit (terminal, like ``memory``).
+- ``invalid-output``: the completion value is not lossless JSON.
+- ``worker-exit``: the worker died (crash, kill by the kernel, protocol violation).
+- ``abort``: the caller's signal aborted the run.
+"""
+
+ERROR_KINDS: frozenset[str] = frozenset(ErrorKind.__args__)  # type: ignore[attr-defined]
 
 BindingFunction = Callable[[Any], Awaitable[Any]]
 
