@@ -95,6 +95,10 @@ ServerOutbound = Hello | Forked | ForkFailed | Exited
 
 def main(config_json: str) -> None:
     """Entry point of the fork-server process."""
+    # Interrupts are the host's to handle: it tears the pool down by closing the control
+    # socket. Ignoring SIGINT also keeps a stray ``kill -INT`` from printing a traceback;
+    # workers inherit the disposition (they never see a terminal either way).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = msgspec.json.decode(config_json, type=ServerConfig)
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
