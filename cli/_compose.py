@@ -14,9 +14,31 @@ import msgspec
 from engine import MemorySessionLog, Scope, ToolRuntime
 from engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 
-__all__ = ["LANGUAGES", "RunLimits", "Session", "detect_language", "open_session"]
+__all__ = [
+    "LANGUAGES",
+    "LANGUAGE_ALIASES",
+    "MEMORY_FLOOR_MB",
+    "RunLimits",
+    "Session",
+    "detect_language",
+    "open_session",
+]
 
 LANGUAGES = ("python", "typescript")
+LANGUAGE_ALIASES = {
+    "python": "python",
+    "py": "python",
+    "typescript": "typescript",
+    "ts": "typescript",
+}
+
+# The address-space limit below which a guest cannot do useful work. A worker is a fork
+# of the pre-warmed server, so it starts with the server's mappings: measured on x86_64
+# CPython 3.11, a Python worker maps ~37 MiB (it cannot start under 38 MiB, and a program
+# holding 2 MB of strings needs 40 MiB); a TypeScript worker maps ~35 MiB with its QuickJS
+# context built (the same program needs 38 MiB). The floor leaves headroom for the guests
+# growing (more modules preloaded) rather than tracking the measurement to the MiB.
+MEMORY_FLOOR_MB = {"python": 48, "typescript": 48}
 _EXTENSIONS = {".py": "python", ".ts": "typescript", ".mts": "typescript", ".js": "typescript"}
 
 # Results larger than this (UTF-8 bytes) are spilled to a file with a preview inline.
@@ -24,9 +46,10 @@ _MAX_INLINE_BYTES = 64 * 1024
 
 
 def detect_language(path: str | None, explicit: str | None) -> str:
-    """The program language: ``--lang`` wins, else the file extension, else Python."""
+    """The program language: ``--lang`` wins (aliases allowed), else the file extension,
+    else Python."""
     if explicit:
-        return explicit
+        return LANGUAGE_ALIASES[explicit]
     if path and path != "-":
         return _EXTENSIONS.get(Path(path).suffix.lower(), "python")
     return "python"
@@ -75,11 +98,15 @@ async def open_session(
     *,
     keep_state: bool = False,
     limits: RunLimits | None = None,
+    sandbox: bool = True,
 ) -> AsyncIterator[Session]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
     Spilled results and bash output files go to a private state directory outside the
     workspace, removed on exit unless ``keep_state`` (then its path is kept for the user).
+    Leaving the block (normally, on an error or cancelled by a signal) kills background
+    bash jobs and stops the sandbox's fork server and workers. ``sandbox=False`` composes
+    the same catalog in native mode without starting a sandbox (for listing tools).
     """
     import tools as first_party
 
@@ -87,10 +114,13 @@ async def open_session(
     async with contextlib.AsyncExitStack() as stack:
         if not keep_state:
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
-        code_runtime = await stack.enter_async_context(
-            _code_runtime(language, limits or RunLimits())
-        )
-        runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
+        if sandbox:
+            code_runtime = await stack.enter_async_context(
+                _code_runtime(language, limits or RunLimits())
+            )
+            runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
+        else:
+            runtime = ToolRuntime(mode="native")
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")
         SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)

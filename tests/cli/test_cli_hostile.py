@@ -96,6 +96,7 @@ def test_hostile_program_is_contained(
     error = payload["error"]
     assert isinstance(error, dict)
     assert error["code"] == "CODE_RUN_FAILED"
+    assert error["kind"] == kind  # machine-readable, not only in the message
     message = str(error["message"])
     assert message.startswith(f"code run failed ({kind}): "), message[:300]
     assert needle in message, message[:300]
