@@ -1,9 +1,9 @@
 """``codemode`` subcommands: run, sdk, tools, bench.
 
 Exit codes: ``0`` success, ``1`` the program failed, ``2`` usage error, ``130`` interrupted
-(SIGINT, Ctrl-C), ``143`` terminated (SIGTERM). An interrupt or termination cancels the
-run, kills background bash jobs, stops the sandbox (fork server and workers) and prints
-one line on stderr.
+(SIGINT, Ctrl-C), ``143`` terminated (SIGTERM), ``129`` hung up (SIGHUP). Each of these
+signals cancels the run, kills background bash jobs, stops the sandbox (fork server and
+workers) and prints one line on stderr.
 """
 
 from __future__ import annotations
@@ -53,7 +53,12 @@ _err = Console(stderr=True)
 _DEFAULTS = RunLimits()
 _T = TypeVar("_T")
 
-_SIGNAL_WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+# SIGHUP too: a closed terminal must not leave background jobs running.
+_SIGNAL_WORDS = {
+    signal.SIGINT: "interrupted",
+    signal.SIGTERM: "terminated",
+    signal.SIGHUP: "hung up",
+}
 
 LangOption = Annotated[
     str | None,
@@ -82,7 +87,8 @@ def _check_lang(lang: str | None) -> None:
 
 
 class _Stopped(Exception):
-    """A SIGINT/SIGTERM arrived while async work ran; the work was cancelled and torn down."""
+    """A SIGINT/SIGTERM/SIGHUP arrived while async work ran; the work was cancelled and
+    torn down."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -107,26 +113,34 @@ async def _until_signalled(work: Callable[[], Awaitable[_T]]) -> _T:
     work_scope = anyio.CancelScope()
 
     async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with anyio.open_signal_receiver(*_SIGNAL_WORDS) as signals:
             task_status.started()
             async for signum in signals:
                 if not received:
                     received.append(signum)
                     work_scope.cancel()
 
+    failure: list[Exception] = []
     async with anyio.create_task_group() as tg:
         await tg.start(watch)
         with work_scope:
-            outcome.append(await work())
+            try:
+                outcome.append(await work())
+            except Exception as exc:
+                # Re-raised outside the task group, so it is not wrapped in an
+                # ExceptionGroup.
+                failure.append(exc)
         tg.cancel_scope.cancel()
     if received:
         raise _Stopped(received[0])
+    if failure:
+        raise failure[0]
     return outcome[0]
 
 
 def _run_async(work: Callable[[], Awaitable[_T]]) -> _T:
-    """``anyio.run`` where SIGINT/SIGTERM cancel ``work`` (its ``async with`` blocks tear
-    the sandbox and background jobs down) and then exit 130/143 quietly."""
+    """``anyio.run`` where SIGINT/SIGTERM/SIGHUP cancel ``work`` (its ``async with`` blocks tear
+    the sandbox and background jobs down) and then exit 128 + signal number quietly."""
     try:
         return anyio.run(_until_signalled, work)
     except _Stopped as stop:

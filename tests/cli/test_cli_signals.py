@@ -1,6 +1,6 @@
-"""Ctrl-C and SIGTERM during ``codemode run``: a quiet exit (130 / 143, one line, no
-traceback from any process) and no process left behind: not the fork server, not a
-worker, not a bash call or background job. Real PTYs, real signals, real sandboxes."""
+"""Ctrl-C, SIGTERM and SIGHUP during ``codemode run``: a quiet exit (130 / 143 / 129, one
+line, no traceback from any process) and no process left behind: not the fork server, not
+a worker, not a bash call or background job. Real PTYs, real signals, real sandboxes."""
 
 from __future__ import annotations
 
@@ -138,14 +138,21 @@ def test_ctrl_c_exits_130_quietly_and_leaves_no_process(
     assert _survivors(tree) == []
 
 
-def test_sigterm_exits_143_quietly_and_leaves_no_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "status", "line"),
+    [(signal.SIGTERM, 143, "codemode: terminated"), (signal.SIGHUP, 129, "codemode: hung up")],
+    ids=["sigterm", "sighup"],
+)
+def test_sigterm_and_sighup_exit_quietly_and_leave_no_process(
+    signum: int, status: int, line: str, tmp_path: Path
+) -> None:
     child, workspace = _spawn(PY_SHELL, "python", tmp_path)
     tree = _running_tree(child, workspace, sleeps=2)
-    os.kill(child.pid, signal.SIGTERM)
+    os.kill(child.pid, signum)
     output = _finish(child)
-    assert child.exitstatus == 143, output
+    assert child.exitstatus == status, output
     assert "Traceback" not in output
-    assert [line for line in output.splitlines() if line.strip()] == ["codemode: terminated"]
+    assert [text for text in output.splitlines() if text.strip()] == [line]
     assert _survivors(tree) == []
 
 
