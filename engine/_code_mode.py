@@ -9,6 +9,7 @@ single-lane sub-dispatch driver (``_driver.py``), and turns the runtime's result
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +196,9 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
     return value
 
 
+_MAX_KEY_CHARS = 64
+
+
 class _UnknownKeyNotes:
     """One log line per (tool, key) for argument keys a tool's schema does not declare
     but lets through, naming the closest declared key (``read ignored unknown key
@@ -244,10 +248,15 @@ class _UnknownKeyNotes:
         if len(self._lines) >= self.MAX_LINES:
             self._dropped += 1
             return
-        line = f'{name} ignored unknown key "{key}"'
-        close = difflib.get_close_matches(key, sorted(declared), n=1)
-        if close:
-            line += f' (did you mean "{close[0]}"?)'
+        # A key is program data: quote it as JSON (a newline in it must not split the
+        # line) and shorten it, so a huge key neither floods the logs nor makes difflib
+        # quadratic in its length.
+        shown = key if len(key) <= _MAX_KEY_CHARS else key[:_MAX_KEY_CHARS] + "…"
+        line = f"{name} ignored unknown key {json.dumps(shown, ensure_ascii=False)}"
+        if len(key) <= _MAX_KEY_CHARS:
+            close = difflib.get_close_matches(key, sorted(declared), n=1)
+            if close:
+                line += f' (did you mean "{close[0]}"?)'
         self._lines.append(line)
 
 

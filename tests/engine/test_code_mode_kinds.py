@@ -205,3 +205,18 @@ def _call(name: str, arguments: Any) -> Any:
     from pipeline_support import call
 
     return call(name, arguments)
+
+
+@pytest.mark.anyio
+async def test_odd_and_huge_unknown_keys_stay_one_short_line() -> None:
+    async def program(tools: Any, print: Any) -> Any:
+        await tools.read({"file_path": "a", "two\nlines": 1, "k" * 100_000: 2})
+        return None
+
+    rt, _ = code_rt(program)
+    rt.register(_reader([]))
+    result = await run_code(rt)
+    assert result.value["logs"] == [
+        'read ignored unknown key "two\\nlines"',
+        'read ignored unknown key "' + "k" * 64 + '…"',
+    ]
