@@ -178,7 +178,7 @@ def _check_workspace(workspace: Path) -> Path:
     return workspace.resolve()
 
 
-@app.command()
+@app.command(short_help="Run one program in code mode against the built-in tools.")
 def run(
     file: Annotated[str, typer.Argument(help="Program file, or - to read stdin.")],
     lang: LangOption = None,
@@ -299,7 +299,7 @@ async def _run_program(
         return result, [thaw(e) for e in session.log.events]
 
 
-@app.command()
+@app.command(short_help="Print the SDK section a model sees.")
 def sdk(lang: LangOption = None, workspace: WorkspaceOption = Path(".")) -> None:
     """Print the SDK section a model sees for the built-in tools."""
     _check_lang(lang)
@@ -314,7 +314,7 @@ def sdk(lang: LangOption = None, workspace: WorkspaceOption = Path(".")) -> None
     sys.stdout.write(_run_async(render) + "\n")
 
 
-@app.command("tools")
+@app.command("tools", short_help="List the built-in tools and when they run in parallel.")
 def list_tools(
     workspace: WorkspaceOption = Path("."),
     as_json: Annotated[
@@ -341,7 +341,7 @@ def list_tools(
         sys.stdout.write(render_table(entries, width) + "\n")
 
 
-@app.command()
+@app.command(short_help="Run the benchmarks and print their numbers.")
 def bench(
     name: Annotated[
         str, typer.Argument(help="pipeline, dispatch, sandbox, tools, ts_strip, or all")
