@@ -148,6 +148,20 @@ def _run_async(work: Callable[[], Awaitable[_T]]) -> _T:
     except KeyboardInterrupt:
         # Ctrl-C before the watcher subscribed (the event loop was still starting).
         _stopped(signal.SIGINT)
+    finally:
+        # The event loop resets the signals it watched to their defaults on the way out.
+        _install_exit_signals()
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _install_exit_signals() -> None:
+    """Outside the event loop, SIGTERM/SIGHUP raise ``_Stopped`` (like SIGINT raises
+    ``KeyboardInterrupt``), so they too end in the one-line exit, not a silent death."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_stopped)
 
 
 def _version(value: bool) -> None:
@@ -230,6 +244,7 @@ def run(
         try:
             program = sys.stdin.read()
         except KeyboardInterrupt:
+            # Inside a command click would print "Aborted!" and exit 1.
             _stopped(signal.SIGINT)
     else:
         path = Path(file)
@@ -363,9 +378,18 @@ def bench(
 
 def main() -> None:
     """Console-script entry point."""
+    _install_exit_signals()
     try:
         app()
     except KeyboardInterrupt:
         # Ctrl-C outside a run (argument parsing, imports): the same quiet exit.
-        sys.stderr.write("codemode: interrupted\n")
-        sys.exit(128 + signal.SIGINT)
+        _quiet_exit(signal.SIGINT)
+    except _Stopped as stop:
+        _quiet_exit(stop.signum)
+
+
+def _quiet_exit(signum: int) -> NoReturn:
+    try:
+        _stopped(signum)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)

@@ -5,6 +5,7 @@ a worker, not a bash call or background job. Real PTYs, real signals, real sandb
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import sys
 import time
@@ -181,3 +182,52 @@ def test_background_jobs_die_when_the_run_ends(tmp_path: Path) -> None:
     assert "left it running" in output
     assert _survivors(tree) == []
     assert not [p for p in _descendants(os.getpid()) if "sleep 985" in _cmdline(p)]
+
+
+_READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(platform.machine(), "")
+
+
+def _spawn_reading_stdin(tmp_path: Path) -> pexpect.spawn:
+    """``codemode run -`` waiting for its program on the terminal (the PTY's stdin)."""
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "cli", "run", "-", "-w", str(tmp_path)],
+        cwd=str(ROOT),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        encoding="utf-8",
+        timeout=_WAIT_S,
+    )
+    _wait_for(lambda: _reading_stdin(child.pid), "the CLI to read stdin")
+    return child
+
+
+def _reading_stdin(pid: int) -> bool:
+    """Blocked in ``read(0, ...)``: past start-up, waiting for the program text."""
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return fields[:2] == [_READ_SYSCALL, "0x0"]
+
+
+@pytest.mark.parametrize(
+    ("signum", "status", "line"),
+    [
+        (signal.SIGINT, 130, "codemode: interrupted"),
+        (signal.SIGTERM, 143, "codemode: terminated"),
+    ],
+    ids=["sigint", "sigterm"],
+)
+@pytest.mark.skipif(not _READ_SYSCALL, reason="read(2)'s syscall number is not known here")
+def test_a_signal_while_reading_the_program_is_quiet(
+    signum: int, status: int, line: str, tmp_path: Path
+) -> None:
+    child = _spawn_reading_stdin(tmp_path)
+    if signum == signal.SIGINT:
+        child.sendintr()
+    else:
+        os.kill(child.pid, signum)
+    output = _finish(child)
+    assert child.exitstatus == status, output
+    assert "Traceback" not in output and "Aborted" not in output
+    assert [text for text in output.splitlines() if text.strip()][-1].endswith(line)
