@@ -87,8 +87,8 @@ def _check_lang(lang: str | None) -> None:
 
 
 class _Stopped(Exception):
-    """A SIGINT/SIGTERM/SIGHUP arrived while async work ran; the work was cancelled and
-    torn down."""
+    """A SIGINT/SIGTERM/SIGHUP arrived: async work was cancelled and torn down, or (for
+    SIGTERM/SIGHUP outside the event loop) the handler raised it where the CLI was."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
