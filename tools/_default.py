@@ -12,6 +12,7 @@ from engine.policies import LocalSpillStore
 from ._bash import build_bash
 from ._config import ToolsConfig, runtime_dir
 from ._editor import build_str_replace_editor
+from ._errors import FsError
 from ._glob import build_glob
 from ._grep import build_grep
 from ._images import MemoryAttachmentStore, build_read_image
@@ -118,7 +119,16 @@ def default_tools(
     if spill_dir is not None:
         space.allow_reads_under(os.fspath(spill_dir))
     if jobs is not None:
-        space.allow_reads_under(jobs.output_dir)
+        # Job output is private to its owner: no file tool may reach it, by any path.
+        try:
+            space.resolve(os.path.join(jobs.output_dir, "probe"))
+        except (FsError, ValueError):
+            pass
+        else:
+            raise ValueError(
+                f"the JobManager's output_dir {jobs.output_dir} is within the file tools' reach "
+                "(the workspace or a readable runtime directory); job output must stay private"
+            )
     if fs_policy is not None:
         fs_policy.bind(space)
     tools = [build_read(cfg), build_write(cfg), build_edit(cfg)]
