@@ -1,6 +1,6 @@
 """A ``bash -c`` child behind the containment launcher, and how it is stopped.
 
-The host spawns the launcher (``_cgroup.py`` run as a script) as the leader of a new
+The host spawns the launcher (``_launcher.launch`` in a fresh ``python -I -S``) as the leader of a new
 session; it joins the call's cgroups, isolates itself (root hosts), becomes a child
 subreaper and runs ``bash -c command``. The call is over when the launcher exits, which
 it does once bash has exited and everything bash left behind is dead.
@@ -28,9 +28,10 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from . import _cgroup
-from ._cgroup import CallCgroup, kill_session, kill_tree, process_start_time
+from . import _launcher
+from ._cgroup import CallCgroup
 from ._errors import BashError
+from ._launcher import kill_session, kill_tree, process_start_time
 
 __all__ = [
     "DEFAULT_MAX_PIDS",
@@ -48,7 +49,11 @@ DEFAULT_MAX_PIDS = 1024
 # file`` fails with "File size limit exceeded" instead of filling the disk.
 MAX_FILE_BYTES = 4 * 2**30
 _DRAIN_GRACE_S = 1.0
-_LAUNCHER = os.path.abspath(_cgroup.__file__)
+_LAUNCHER = os.path.abspath(_launcher.__file__)
+# Imports the launcher as a top-level module (appended to the path, so the standard library
+# wins any name clash): its cached bytecode is used, where running the file as a script
+# would compile it on every call, and importlib.util would add start-up time.
+_BOOT = "import sys; sys.path.append(sys.argv[1]); import _launcher; _launcher.launch(sys.argv[2:])"
 _live: weakref.WeakSet[BashProcess] = weakref.WeakSet()
 _warned: set[str] = set()
 
@@ -109,6 +114,8 @@ class BashProcess:
         self.cgroup: CallCgroup | None = None
         self._start_time: int | None = None
         self._swept = False
+        self._status_fd: int | None = None
+        self._status_rest = ""
 
     async def start(self) -> None:
         """Spawn the launcher and wait until bash runs (``BashError`` when that fails).
@@ -134,7 +141,10 @@ class BashProcess:
                 os.close(write_end)
             self._start_time = process_start_time(self.process.pid)
             _live.add(self)
-            status = await anyio.to_thread.run_sync(_read_all, read_end)
+            self._status_fd = read_end
+            status, _, self._status_rest = (
+                await anyio.to_thread.run_sync(_read_line, read_end)
+            ).partition("\n")
             if not status.startswith("ok"):
                 await self._reap()
                 reason = status.removeprefix("error: ").strip() or "the launcher exited"
@@ -148,7 +158,9 @@ class BashProcess:
             sys.executable,
             "-I",
             "-S",
-            _LAUNCHER,
+            "-c",
+            _BOOT,
+            os.path.dirname(_LAUNCHER),
             str(status_fd),
             str(os.getpid()),
             "1" if os.geteuid() == 0 else "0",
@@ -184,12 +196,25 @@ class BashProcess:
 
     def _sweep(self) -> None:
         # Nets for what the launcher could not reach: cgroup members (descendant cgroups
-        # included) and processes orphaned to init when the launcher itself was killed.
+        # included) and processes orphaned to init when the launcher itself was killed
+        # (it reports "done" once its own cleanup ran; then the /proc scan is skipped).
         if self.cgroup is not None:
             self.cgroup.kill()
-        if self.process is not None and self._start_time is not None:
+        cleaned = self._launcher_finished()
+        if self.process is not None and self._start_time is not None and not cleaned:
             kill_session(self.process.pid, self._start_time)
         self._swept = True
+
+    def _launcher_finished(self) -> bool:
+        fd, self._status_fd = self._status_fd, None
+        if fd is None:
+            return False
+        process = self.process
+        if process is None or process.returncode is None:
+            os.close(fd)
+            return False
+        # The launcher has exited, so this read cannot block.
+        return "done" in (self._status_rest + _read_all(fd)).split()
 
     def _cleanup_sync(self) -> None:
         if self.process is not None and not self._swept:
@@ -263,6 +288,17 @@ class BashProcess:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async for chunk in stream:
                 sink(chunk)
+
+
+def _read_line(fd: int) -> str:
+    """The launcher's first status line, and whatever came with it ("" if none)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 256)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace")
 
 
 def _read_all(fd: int) -> str:

@@ -7,12 +7,13 @@ ended, none of them may be alive 1 s later. Real bash, real cgroups: on this roo
 the cgroup and namespace nets are all in place, so nothing is skipped here unless the host
 lacks them (the reason is then reported)."""
 
-# Tests set up and inspect real files directly; blocking there is intended.
-# ruff: noqa: ASYNC240
+# Tests set up and inspect real files (and undo mounts) directly; blocking there is intended.
+# ruff: noqa: ASYNC221, ASYNC240
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ ESCAPES: dict[str, str] = {
         " exec setsid sleep 78' 2>/dev/null & echo $! >> {pidfile}"
     ),
     "remount": (
-        "( mount -o remount,rw /sys/fs/cgroup/pids; mount -t cgroup2 none /mnt;"
+        "( mount -o remount,rw /sys/fs/cgroup/pids; mkdir {pidfile}.d; mount -t cgroup2 none {pidfile}.d;"
         " echo $BASHPID > /sys/fs/cgroup/pids/cgroup.procs; exec setsid sleep 79 )"
         " >/dev/null 2>&1 & echo $! >> {pidfile}"
     ),
@@ -113,25 +114,43 @@ async def test_foreground_call_leaves_nothing_behind(
 ) -> None:
     pidfile = tmp_path / "pids"
     # ``sleep 0.3`` keeps the shell up until the escapes have forked and recorded themselves.
-    await harness.ok("bash", sh(escape(name, pidfile) + "\nsleep 0.3"))
-    pids = await started(pidfile)
-    assert await none_alive_within_1s(pids) == []
+    try:
+        await harness.ok("bash", sh(escape(name, pidfile) + "\nsleep 0.3"))
+        pids = await started(pidfile)
+        assert await none_alive_within_1s(pids) == []
+    finally:  # a regression must not leave a host mount behind
+        mounted = Path(f"{pidfile}.d")
+        if os.path.ismount(mounted):
+            subprocess.run(["umount", str(mounted)], check=False)
 
 
 async def test_escapes_fail_before_the_kill(harness: Harness, tmp_path: Path) -> None:
-    """The hierarchy above the call is out of reach, not merely cleaned up afterwards."""
+    """The hierarchy above the call is out of reach, not merely cleaned up afterwards.
+
+    Each probe would leave the host unchanged if it succeeded (same core_pattern, a cgroup
+    and a mount that are removed below), so a regression cannot damage the machine.
+    """
     host = os.getpid()
-    result = await harness.ok(
-        "bash",
-        sh(
-            "cat /proc/self/cgroup | sort | head -n 2;"
-            "echo $$ > /sys/fs/cgroup/pids/cgroup.procs;"
-            "mkdir /sys/fs/cgroup/unified/x;"
-            f"echo $$ > /proc/{host}/root/sys/fs/cgroup/pids/cgroup.procs;"
-            "echo '|/bin/true' > /proc/sys/kernel/core_pattern;"
-            "mount -t tmpfs none /mnt"
-        ),
-    )
+    probe_cgroup = Path(f"/sys/fs/cgroup/unified/codemode-escape-probe-{host}")
+    mount_point = tmp_path / "mnt"
+    mount_point.mkdir()
+    try:
+        result = await harness.ok(
+            "bash",
+            sh(
+                "cat /proc/self/cgroup | sort | head -n 2;"
+                "echo $$ > /sys/fs/cgroup/pids/cgroup.procs;"
+                f"mkdir {probe_cgroup};"
+                f"echo $$ > /proc/{host}/root/sys/fs/cgroup/pids/cgroup.procs;"
+                'echo "$(cat /proc/sys/kernel/core_pattern)" > /proc/sys/kernel/core_pattern;'
+                f"mount -t tmpfs none {mount_point}"
+            ),
+        )
+    finally:
+        if probe_cgroup.exists():
+            probe_cgroup.rmdir()
+        if os.path.ismount(mount_point):
+            subprocess.run(["umount", str(mount_point)], check=False)
     out = text_of(result)
     # The cgroup namespace hides where the call sits.
     assert out.startswith("0::/\n1:cpu:/\n")
