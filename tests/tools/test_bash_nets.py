@@ -8,6 +8,7 @@ host process dies. Real processes, real cgroups."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import anyio
 import pytest
 
 from tests.tools.conftest import alive
+from tools import _process
 from tools._cgroup import CallCgroup, describe_unenforced
 from tools._process import BashProcess
 
@@ -152,3 +154,23 @@ async def test_the_call_dies_with_its_host(tmp_path: Path, cgroup: bool) -> None
     finally:
         host.kill()
         host.wait()
+
+
+async def test_a_host_without_root_warns_once_and_keeps_the_tree_net(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """Without root there are no namespaces or read-only mounts: the first call says so."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(_process, "_warned", set())
+    caplog.set_level(logging.WARNING, logger="tools.bash")
+    pidfile = tmp_path / "pids"
+    for _ in range(2):
+        await run(f"setsid sleep 60 & echo $! >> {pidfile}; sleep 0.2", cgroup=False)
+    warnings = [r.getMessage() for r in caplog.records if "not root" in r.getMessage()]
+    assert warnings == [
+        "bash containment degraded: not root: a command that kills its launcher and calls "
+        "setsid can outlive the call, and the cgroup hierarchy above it is not read-only"
+    ]
+    pids = pids_in(pidfile)
+    assert len(pids) == 2
+    assert await gone_within_1s(pids)
