@@ -75,6 +75,14 @@ ESCAPES: dict[str, str] = {
         " echo $BASHPID > /sys/fs/cgroup/pids/cgroup.procs; exec setsid sleep 79 )"
         " >/dev/null 2>&1 & echo $! >> {pidfile}"
     ),
+    # A user namespace regains every capability, but a fresh cgroupfs mount there shows only
+    # the call's own subtree (its cgroup namespace), and a child cgroup dies with the call.
+    "userns": (
+        "mkdir {pidfile}.d; unshare -U -r -m -C sh -c 'mount -t cgroup2 none {pidfile}.d"
+        " && mkdir -p {pidfile}.d/esc && echo $$ > {pidfile}.d/esc/cgroup.procs;"
+        " echo $$ > {pidfile}.d/cgroup.procs; exec setsid sleep 82' 2>/dev/null &"
+        " echo $! >> {pidfile}"
+    ),
     # Orphan everything to init by killing the launcher the shell runs under.
     "kill-parent": "setsid sleep 80 & echo $! >> {pidfile}; sleep 81 & echo $! >> {pidfile}; kill -9 $PPID",
 }
