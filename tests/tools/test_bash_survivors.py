@@ -214,3 +214,20 @@ async def test_kill_all_processes_leaves_nothing_behind(harness: Harness, tmp_pa
         kill_all_processes()
         assert await none_alive_within_1s(pids) == []
     assert result[0].value["signal"] == "SIGKILL"
+
+
+async def test_a_timeout_kills_a_shell_that_ignores_sigterm(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The host's own freeze-and-kill of the launcher's tree, after the SIGTERM grace."""
+    pidfile = tmp_path / "pids"
+    result = await harness.ok(
+        "bash",
+        sh(
+            f"trap '' TERM; {escape('setsid', pidfile)}; sleep 61 & echo $! >> {pidfile}; sleep 60",
+            timeoutMs=300,
+        ),
+    )
+    assert result.value["timedOut"] is True and result.value["signal"] == "SIGKILL"
+    pids = await started(pidfile, 2)
+    assert await none_alive_within_1s(pids) == []
