@@ -1,8 +1,8 @@
 """``bash``: one ``bash -c`` process per call (tool-outputs.md §8).
 
 Every failure is a ``BashError`` with a stable ``BASH_*`` code (or a coded ``JobError``,
-``FsError`` or ``AbortError``); see ``_process`` and ``_cgroup`` for how a call's processes
-are contained and killed.
+``FsError`` or ``AbortError``); see ``_process``, ``_launcher`` and ``_cgroup`` for how a
+call's processes are contained and killed.
 
 Foreground calls keep the last 64,000 bytes of each stream in memory and, once a stream
 outgrows that, the whole stream in a spill file under the runtime-owned output directory

@@ -264,7 +264,8 @@ class JobManager:
     async def aclose(self) -> None:
         """Kill every live job, wait until each has settled and remove an owned output dir.
 
-        The same as leaving ``async with``; idempotent.
+        The same as leaving ``async with`` (so, like it, call it from the task that entered
+        the manager); idempotent.
         """
         await self._close(None, None, None)
 
