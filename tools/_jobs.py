@@ -239,8 +239,10 @@ class JobManager:
         self.memory_chars = memory_chars
         self.spill_max_bytes = spill_max_bytes
         self._on_settle = on_settle
-        self._jobs: dict[str, Job] = {}
-        self._counters: dict[str, int] = {}
+        # Keyed by (id(owner key), job id): every owner numbers its jobs from 1, so its ids
+        # say nothing about how many jobs other owners started.
+        self._jobs: dict[tuple[int, str], Job] = {}
+        self._counters: dict[tuple[int, str], int] = {}
         # id(owner key) -> (the key, kept alive so its id stays unique; its directory)
         self._owner_dirs: dict[int, tuple[object, str]] = {}
         self._group: anyio.abc.TaskGroup | None = None
@@ -290,7 +292,10 @@ class JobManager:
     # -- producers ---------------------------------------------------------------------
 
     def start(self, *, kind: str, label: str, owner: object | None, run: Producer) -> Job:
-        """Start ``run(job)`` as job ``{kind}-{n}`` owned by ``owner``; returns the job."""
+        """Start ``run(job)`` as job ``{kind}-{n}`` owned by ``owner``; returns the job.
+
+        ``n`` counts per owner (session, else scope) from 1.
+        """
         group = self._group
         if group is None or self._closed:
             raise JobError(
@@ -304,10 +309,11 @@ class JobManager:
                 "use job_kill to stop an unneeded job, wait for it to finish, then retry",
                 "JOB_LIMIT_REACHED",
             )
-        number = self._counters.get(kind, 0) + 1
-        self._counters[kind] = number
-        job = Job(self, f"{kind}-{number}", kind, label, owner, self._owner_dir(owner))
-        self._jobs[job.id] = job
+        directory = self._owner_dir(owner)  # also keeps the owner key (and its id) alive
+        key = id(_owner_key(owner))
+        number = self._next_number(kind, key)
+        job = Job(self, f"{kind}-{number}", kind, label, owner, directory)
+        self._jobs[(key, job.id)] = job
         group.start_soon(self._supervise, job, run, name=f"job {job.id}")
         return job
 
@@ -332,6 +338,19 @@ class JobManager:
             )
             with contextlib.suppress(Exception):
                 self._on_settle(snapshot, notice)
+
+    def _next_number(self, kind: str, key: int) -> int:
+        # Unowned jobs are visible to every owner, so their ids must not collide with any
+        # owner's: they take the next number above all, and owners continue above theirs.
+        unowned = id(None)
+        if key == unowned:
+            counts = [n for (_k, k_kind), n in self._counters.items() if k_kind == kind]
+            number = max(counts, default=0) + 1
+        else:
+            mine = self._counters.get((key, kind), 0)
+            number = max(mine, self._counters.get((unowned, kind), 0)) + 1
+        self._counters[(key, kind)] = number
+        return number
 
     def _owner_dir(self, owner: object | None) -> str:
         """The owner's private output directory (one per session, else per scope)."""
@@ -363,7 +382,7 @@ class JobManager:
         Another owner's job fails exactly like an id that never existed, so the answer does
         not reveal which ids are in use elsewhere.
         """
-        job = self._jobs.get(job_id)
+        job = self._jobs.get((id(_owner_key(caller)), job_id)) or self._jobs.get((id(None), job_id))
         if job is None or not self._owns(job, caller):
             raise unknown_job(job_id)
         return job

@@ -89,3 +89,33 @@ async def test_a_job_directory_the_tools_could_read_is_refused(
         async with JobManager(output_dir=inside) as jobs:
             with pytest.raises(ValueError, match="job output must stay private"):
                 default_tools(workspace, output_dir=output_dir, jobs=jobs)
+
+
+async def test_job_ids_count_per_owner(job_harness: Harness) -> None:
+    """A scope's job ids say nothing about how many jobs other scopes started."""
+    await job_harness.ok("bash", bg("echo mine-1"))
+    await job_harness.ok("bash", bg("echo mine-2"))
+    other = job_harness.rt.scope("other", session=MemorySessionLog())
+    started = await job_harness.ok("bash", bg("echo theirs"), agent=other)
+    assert started.value == {"kind": "background", "jobId": "bash-1"}
+    theirs = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True}, agent=other)
+    mine = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
+    assert (theirs.value["text"], mine.value["text"]) == ("theirs\n", "mine-1\n")
+    listed = await job_harness.ok("job_list", {}, agent=other)
+    assert [job["id"] for job in listed.value] == ["bash-1"]
+    assert [j["id"] for j in (await job_harness.ok("job_list", {})).value] == ["bash-1", "bash-2"]
+
+
+async def test_unowned_job_ids_never_collide_with_an_owners(jobs: JobManager) -> None:
+    async def idle(job: Any) -> None:
+        await anyio.sleep(30)
+
+    owner = object()
+    first = jobs.start(kind="x", label="a", owner=owner, run=idle)
+    shared = jobs.start(kind="x", label="b", owner=None, run=idle)
+    second = jobs.start(kind="x", label="c", owner=owner, run=idle)
+    assert [first.id, shared.id, second.id] == ["x-1", "x-2", "x-3"]
+    assert [j.id for j in jobs.visible(owner)] == ["x-1", "x-2", "x-3"]
+    assert jobs.lookup("x-2", owner) is shared
+    for job in (first, shared, second):
+        job.request_kill(None)
