@@ -42,7 +42,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("tools.bash")
-_TERM_GRACE_S = 2.0
+# How long a stopped call's processes may handle SIGTERM before the tree is killed: short,
+# so that nothing outlives a timeout, an abort or ``job_kill`` by more than about a second.
+_TERM_GRACE_S = 0.5
 # Processes one bash call may have at once (its pids cgroup's ``pids.max``).
 DEFAULT_MAX_PIDS = 1024
 # Largest file any process of a bash call may write (RLIMIT_FSIZE): a runaway ``yes >
@@ -277,6 +279,9 @@ class BashProcess:
         process = self.process
         assert process is not None
         self._killpg(signal_mod.SIGTERM)
+        # A stopped process acts on SIGTERM only once continued; that includes a launcher
+        # the command stopped (it then cleans up after bash at once).
+        self._killpg(signal_mod.SIGCONT)
         with anyio.move_on_after(_TERM_GRACE_S):
             await process.wait()
         if process.returncode is None:

@@ -243,3 +243,27 @@ async def test_a_timeout_kills_a_shell_that_ignores_sigterm(
     assert result.value["timedOut"] is True and result.value["signal"] == "SIGKILL"
     pids = await started(pidfile, 2)
     assert await none_alive_within_1s(pids) == []
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "trap '' TERM HUP INT",  # the shell and its children shrug off SIGTERM
+        "kill -STOP $PPID",  # the launcher is stopped, so it cannot clean up by itself
+        # ... and kept stopped by a process outside the shell's group.
+        'launcher=$PPID; setsid sh -c "while :; do kill -STOP $launcher; sleep 0.01; done" &'
+        " echo $! >> {pidfile}",
+    ],
+)
+async def test_nothing_is_alive_1s_after_job_kill_however_stubborn(
+    job_harness: Harness, tmp_path: Path, setup: str
+) -> None:
+    pidfile = tmp_path / "pids"
+    command = (
+        setup.replace("{pidfile}", str(pidfile))
+        + f"\n{escape('setsid', pidfile)}; sleep 83 & echo $! >> {pidfile}; sleep 84"
+    )
+    await job_harness.ok("bash", sh(command, run_in_background=True))
+    pids = await started(pidfile, 3 if "setsid sh" in setup else 2)
+    await job_harness.ok("job_kill", {"job_id": "bash-1"})
+    assert await none_alive_within_1s(pids) == []
