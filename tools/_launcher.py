@@ -15,8 +15,9 @@ The launcher
 - is a child subreaper, so orphans (``nohup``, ``setsid``, double forks, ``disown``) stay
   below it instead of moving to init; when bash exits it stops every descendant (a stopped
   process cannot fork), kills them all, and exits the way bash did;
-- dies with its tree when the host process dies (``PR_SET_PDEATHSIG``), so even a host
-  killed outright leaves nothing behind.
+- dies with its tree when the host process dies (``PR_SET_PDEATHSIG``; strictly, when the
+  host thread that spawned it exits: the event loop's), so even a host killed outright
+  leaves nothing behind.
 
 ``kill_tree`` and ``kill_session`` are also the host's nets (``_process``).
 """
@@ -38,9 +39,10 @@ __all__ = [
 ]
 
 
-def _quietly(sig_send: Callable[[int, int], None], pid: int, sig: int) -> None:
+def _send(pid: int, sig: int) -> None:
+    # Not contextlib.suppress: importing contextlib would add to every call's start-up.
     try:
-        sig_send(pid, sig)
+        os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -94,7 +96,7 @@ def freeze_then_kill(select: Callable[[_Table], set[int]]) -> None:
         if not fresh:
             break
         for pid in fresh:
-            _quietly(os.kill, pid, signal.SIGSTOP)
+            _send(pid, signal.SIGSTOP)
             stopped[pid] = table[pid][2]
     final = _table()
     chosen = select(final)
@@ -103,7 +105,7 @@ def freeze_then_kill(select: Callable[[_Table], set[int]]) -> None:
         if entry is None or entry[2] != start:
             continue
         sig = signal.SIGKILL if pid in chosen else signal.SIGCONT
-        _quietly(os.kill, pid, sig)
+        _send(pid, sig)
 
 
 def _descendants(table: _Table, root: int) -> set[int]:
