@@ -12,6 +12,7 @@ import inspect
 import json
 import math
 import re
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -79,16 +80,12 @@ class _NameProbe:
     __slots__ = ()
 
 
+_FORBIDDEN_CAPTURES = (types.ModuleType, types.FrameType, types.CodeType, types.TracebackType)
+
+
 def _probe_value(value: Any) -> None:
-    holder = _ValueHolder(value)
-    guarded_getattr(holder, "value")
-
-
-class _ValueHolder:
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    if isinstance(value, _FORBIDDEN_CAPTURES):
+        raise DeniedAccess(f"'{type(value).__name__}' objects are not accessible to programs")
 
 
 class _Lossy(Exception):

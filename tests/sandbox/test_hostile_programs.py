@@ -245,7 +245,7 @@ return out
 CAUGHT_DENIALS = [
     "try:\n    getattr((), '__class__')\nexcept BaseException:\n    pass",
     "try:\n    getattr((), '__class__', None)\nexcept AttributeError:\n    pass",
-    "for i in range(1):\n    try:\n        ().__class__\n    finally:\n        break",
+    "for i in range(1):\n    try:\n        getattr((), '__class__')\n    finally:\n        break",
     "try:\n    '{0.__class__}'.format(1)\nexcept Exception:\n    pass",
     "import json\ntry:\n    json.dumps = print\nexcept TypeError:\n    pass",
     "try:\n    tools.echo = 1\nexcept Exception:\n    pass",
