@@ -420,6 +420,8 @@ def warm() -> None:
         "print(f'{d}', [i for i in range(2)], '{0}'.format(1))\n"
         "async def f():\n    return await asyncio.sleep(0)\n"
         "try:\n    pass\nexcept Exception as e:\n    pass\n"
+        "try:\n    pass\nexcept* ValueError:\n    pass\n"
+        "match d:\n    case {'a': int(n)} if n:\n        pass\n    case P(x=0):\n        pass\n"
         "return json.dumps(d)\n"
     )
     code = compile_program(sample)
