@@ -60,7 +60,13 @@ from ._py_objects import (
     to_json,
 )
 from ._py_policy import MAIN, TOP_LEVEL_YIELD, SandboxPolicy
-from ._py_traceback import FILENAME, format_exception, format_policy_errors, format_syntax_error
+from ._py_traceback import (
+    FILENAME,
+    format_exception,
+    format_policy_errors,
+    format_syntax_error,
+    program_traceback,
+)
 from ._worker_bridge import WorkerBridge
 
 __all__ = ["compile_program", "serve", "warm", "warm_worker"]
@@ -133,6 +139,7 @@ class _Run:
         self.outbox: list[bytes] = []
         # Tool calls created but not (yet) started, per label: summed up at the end.
         self.unawaited: dict[str, int] = {}
+        self.terminating = False
         # Address space released before reporting a MemoryError so that the report can
         # allocate under RLIMIT_AS (an untouched mapping costs no page faults).
         self.reserve: mmap.mmap | None = mmap.mmap(-1, 4 << 20)
@@ -192,6 +199,7 @@ class _Run:
 
     def terminate(self, kind: str, message: str) -> NoReturn:
         """End the run now (limits are terminal): report and exit the process."""
+        self.terminating = True
         if self.reserve is not None:
             self.reserve.close()
             self.reserve = None
@@ -212,8 +220,10 @@ class _Run:
                 self.terminate("memory", self.memory_message())
             if isinstance(leaf, RecursionError):
                 sys.setrecursionlimit(_RECURSION_LIMIT + 500)
+                self.terminating = True  # before rendering, which may run program code
                 self.terminate("recursion", self.describe(leaf))
             if isinstance(leaf, _DENIALS):
+                self.terminating = True
                 self.terminate("forbidden", self.describe(leaf))
 
     def on_task_done(self, task: asyncio.Future[Any]) -> None:
@@ -315,6 +325,29 @@ class _Run:
 
     # -- running ----------------------------------------------------------------------
 
+    def denying(self, guard: Callable[..., Any]) -> Callable[..., Any]:
+        """``guard`` that turns a denial into the end of the run (kind ``forbidden``)."""
+        deny = self.deny
+
+        def checked(*args: Any) -> Any:
+            try:
+                return guard(*args)
+            except _DENIALS as exc:
+                deny(exc)
+
+        return checked
+
+    def deny(self, exc: BaseException) -> NoReturn:
+        # The exception has not reached a program frame yet: give it the program's
+        # stack so the report points at the line that made the access.
+        if self.terminating:
+            # Rendering the report ran program code (a ``__str__``) that was denied too:
+            # let the renderer's fallback take it instead of starting a second report.
+            raise exc
+        self.terminating = True
+        exc = exc.with_traceback(program_traceback(sys._getframe(2)))
+        self.terminate("forbidden", self.describe(exc))
+
     def exc_guard(self) -> None:
         self.check_terminal(sys.exc_info()[1])
 
@@ -327,9 +360,19 @@ class _Run:
             exc_guard=self.exc_guard,
             returned=_Returned,
         )
-        env["__builtins__"] = make_builtins(importer)
         env["_nt_getattr_"] = namedtuple_getattr
         env["_match_guard_"] = match_guard
+        builtins = make_builtins(importer)
+        # A denial ends the run where it happens, before any handler -- the program's
+        # or a library's (a real ``getattr(x, name, default)`` or ``str()`` fallback
+        # around program code) -- can swallow it. ``hasattr`` stays a plain probe.
+        for table, names in (
+            (env, ("_getattr_", "_write_", "_nt_getattr_", "_match_guard_")),
+            (builtins, ("getattr", "setattr", "delattr")),
+        ):
+            for name in names:
+                table[name] = self.denying(table[name])
+        env["__builtins__"] = builtins
         for spec in self.run.bindings:
             if spec.global_name.startswith("_") or spec.global_name in env:
                 continue  # the host refuses these; never let one replace a guard

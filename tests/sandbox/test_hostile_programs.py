@@ -281,6 +281,36 @@ async def test_a_caught_denial_still_ends_the_run(run: Run, program: str) -> Non
     ), message
 
 
+async def test_a_denial_inside_code_a_library_calls_is_not_swallowed(run: Run) -> None:
+    # The traceback renderer calls ``str(e)`` and falls back quietly when it fails; a
+    # denial inside ``__str__`` must end the run all the same.
+    program = (
+        "class E(Exception):\n    def __str__(self):\n        return str(getattr(1, '__class__'))\n"
+        "raise E()"
+    )
+    message = err(await run(program), "forbidden")
+    assert message.endswith(
+        "  line 3, in E.__str__\n    return str(getattr(1, '__class__'))\n"
+        'AttributeError: "__class__" is an invalid attribute name because it starts with "_"'
+    ), message
+
+
+async def test_a_denial_reports_the_program_lines_that_led_to_it(run: Run) -> None:
+    program = (
+        "def helper(o):\n    return getattr(o, '__globals__')\nasync def f():\n"
+        "    return helper(print)\nprint('before')\ntry:\n    await f()\nexcept Exception:\n"
+        "    pass"
+    )
+    result = await run(program)
+    assert err(result, "forbidden") == (
+        "Traceback (most recent call last):\n  line 7, in <program>\n    await f()\n"
+        "  line 4, in f\n    return helper(print)\n  line 2, in helper\n"
+        "    return getattr(o, '__globals__')\n"
+        'AttributeError: "__globals__" is an invalid attribute name because it starts with "_"'
+    )
+    assert result.logs == ["before"]
+
+
 async def test_hasattr_of_a_denied_name_reads_as_absent(run: Run) -> None:
     # Probing for a protocol (``hasattr(x, '__iter__')``) is ordinary code, not an attack.
     assert ok(await run("return [hasattr([], '__iter__'), hasattr(1, '_x')]")) == [False, False]
