@@ -1,9 +1,10 @@
 """The ``asyncio`` a program imports: a curated surface on the guest's own event loop.
 
 ``import asyncio`` yields a read-only module proxy (built per run by the guest) with
-``gather`` (``return_exceptions`` too), ``sleep``, ``create_task``, ``TaskGroup``,
-``wait_for``, ``wait``, ``as_completed``, ``timeout``, the synchronisation primitives
-(``Lock``, ``Event``, ``Semaphore``, ``BoundedSemaphore``, ``Condition``) and queues
+``gather`` (``return_exceptions`` too), ``sleep``, ``create_task``, ``ensure_future``,
+``TaskGroup``, ``wait_for``, ``wait``, ``as_completed``, ``timeout``, ``shield``,
+``iscoroutine``/``iscoroutinefunction``, the synchronisation primitives (``Lock``,
+``Event``, ``Semaphore``, ``BoundedSemaphore``, ``Condition``, ``Barrier``) and queues
 (``Queue``, ``LifoQueue``, ``PriorityQueue``), with the exception types and ``wait``
 constants. Tool calls are lazy coroutines (``_py_objects._ToolCall``): every function
 here accepts them and starts them as asyncio would start a coroutine.
@@ -19,6 +20,7 @@ guards refuse.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -223,6 +225,12 @@ class _Facade:
             [_Awaitable(c) for c in asyncio.as_completed(futures.values(), timeout=timeout)]
         )
 
+    def shield(self, aw: Any) -> _Awaitable:
+        return _Awaitable(asyncio.shield(self.future(aw)))
+
+    def iscoroutine(self, obj: Any) -> bool:
+        return type(obj) is _ToolCall or asyncio.iscoroutine(obj)
+
     def run(self, *args: Any, **kwargs: Any) -> Any:
         for arg in args:
             if asyncio.iscoroutine(arg):
@@ -282,6 +290,9 @@ def make_asyncio(terminal: Callable[[BaseException | None], None]) -> ModuleProx
         "wait_for": facade.wait_for,
         "wait": facade.wait,
         "as_completed": facade.as_completed,
+        "shield": facade.shield,
+        "iscoroutine": facade.iscoroutine,
+        "iscoroutinefunction": inspect.iscoroutinefunction,
         "run": facade.run,
         "TaskGroup": facade.task_group,
         "timeout": asyncio.timeout,
@@ -290,6 +301,8 @@ def make_asyncio(terminal: Callable[[BaseException | None], None]) -> ModuleProx
         "Condition": asyncio.Condition,
         "Semaphore": asyncio.Semaphore,
         "BoundedSemaphore": asyncio.BoundedSemaphore,
+        "Barrier": asyncio.Barrier,
+        "BrokenBarrierError": asyncio.BrokenBarrierError,
         "Queue": asyncio.Queue,
         "LifoQueue": asyncio.LifoQueue,
         "PriorityQueue": asyncio.PriorityQueue,

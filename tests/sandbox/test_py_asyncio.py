@@ -283,3 +283,26 @@ return 'survived'
 """
     message = err(await run(program), "recursion")
     assert message.endswith("RecursionError: maximum recursion depth exceeded"), message[-200:]
+
+
+async def test_barrier_shield_and_coroutine_checks(run: Run) -> None:
+    program = """
+import asyncio
+barrier = asyncio.Barrier(2)
+order = []
+async def party(i):
+    order.append(('before', i))
+    await barrier.wait()
+    order.append(('after', i))
+await asyncio.gather(party(1), party(2))
+shielded = await asyncio.shield(tools.echo({'s': 1}))
+async def own():
+    pass
+call = tools.echo({})
+checks = [asyncio.iscoroutine(call), asyncio.iscoroutinefunction(own), asyncio.iscoroutine(1)]
+await call
+return [[o[0] for o in order], shielded, checks]
+"""
+    assert ok(await run(program)) == [
+        ["before", "before", "after", "after"], {"s": 1}, [True, True, False],
+    ]  # fmt: skip
