@@ -444,6 +444,12 @@ class _Run:
         except (RecursionError, msgspec.EncodeError, UnicodeEncodeError):
             self.finish(DoneFrame(error=ErrorSpec(kind="invalid-output", message=_VALUE_LOSSY)))
             return
+        except Exception as exc:
+            # A container subclass of the program's raised while being read (``items``).
+            self.check_terminal(exc)
+            message = f"{_VALUE_LOSSY}: reading the result raised {self.describe(exc)}"
+            self.finish(DoneFrame(error=ErrorSpec(kind="invalid-output", message=message)))
+            return
         if len(data) > self.run.max_frame_bytes:
             # Cannot cross the bridge (the default frame cap is the output cap + 1 MiB, so
             # it could not fit the ledger either); the host renders the diagnostic.

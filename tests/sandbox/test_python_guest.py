@@ -433,3 +433,10 @@ async def test_abort_before_start_uses_no_worker(runtime: PythonRuntime) -> None
     assert result.error is not None and result.error.kind == "abort"
     assert result.error.message == "not today" and result.logs == []
     assert pool.warm_checkouts + pool.cold_checkouts == checkouts
+
+
+async def test_a_result_that_raises_while_read_is_invalid_output(run: Run) -> None:
+    program = "class D(dict):\n    def items(self):\n        raise KeyError('no')\nreturn D(a=1)"
+    message = err(await run(program), "invalid-output")
+    assert message.startswith("program completion must be lossless JSON: reading the result")
+    assert message.endswith("KeyError: 'no'")
