@@ -20,6 +20,7 @@ the compute/wall budgets are enforced from outside by killing the process.
 from __future__ import annotations
 
 import asyncio
+import keyword
 import mmap
 import os
 import sys
@@ -104,7 +105,7 @@ def compile_program(source: str) -> Any:
 
 def _label(global_name: str, name: str) -> str:
     """How the program spells the call: ``tools.echo`` or ``tools["my-tool"]``."""
-    if name.isidentifier():
+    if name.isidentifier() and not keyword.iskeyword(name):
         return f"{global_name}.{name}"
     return f"{global_name}[{msgspec.json.encode(name).decode()}]"
 
