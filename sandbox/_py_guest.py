@@ -58,6 +58,12 @@ from ._py_objects import (
     is_awaitable_value,
     match_guard,
     namedtuple_getattr,
+    own_getattr,
+    own_write,
+    program_delattr,
+    program_getattr,
+    program_hasattr,
+    program_setattr,
     to_json,
 )
 from ._py_policy import MAIN, TOP_LEVEL_YIELD, SandboxPolicy
@@ -375,12 +381,20 @@ class _Run:
         )
         env["_nt_getattr_"] = namedtuple_getattr
         env["_match_guard_"] = match_guard
+        env["_own_getattr_"] = own_getattr
+        env["_own_write_"] = own_write
         builtins = make_builtins(importer)
+        builtins.update(
+            getattr=program_getattr,
+            hasattr=program_hasattr,
+            setattr=program_setattr,
+            delattr=program_delattr,
+        )
         # A denial ends the run where it happens, before any handler -- the program's
         # or a library's (a real ``getattr(x, name, default)`` or ``str()`` fallback
         # around program code) -- can swallow it. ``hasattr`` stays a plain probe.
         for table, names in (
-            (env, ("_write_", "_nt_getattr_", "_match_guard_")),
+            (env, ("_write_", "_nt_getattr_", "_match_guard_", "_own_getattr_", "_own_write_")),
             (builtins, ("getattr", "setattr", "delattr")),
         ):
             for name in names:

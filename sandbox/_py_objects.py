@@ -16,14 +16,28 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ._py_builtins import DeniedAccess, guarded_getattr
-from ._py_policy import NAMEDTUPLE_API
+from ._py_builtins import (
+    PROGRAM_MODULE,
+    DeniedAccess,
+    DeniedWrite,
+    guarded_delattr,
+    guarded_getattr,
+    guarded_hasattr,
+    guarded_setattr,
+)
+from ._py_policy import NAMEDTUPLE_API, is_own_attribute
 
 __all__ = [
     "awaitable_future",
     "is_awaitable_value",
     "match_guard",
     "namedtuple_getattr",
+    "own_getattr",
+    "own_write",
+    "program_delattr",
+    "program_getattr",
+    "program_hasattr",
+    "program_setattr",
     "to_json",
 ]
 
@@ -72,6 +86,97 @@ def match_guard(specs: tuple[tuple[Any, int], ...], values: tuple[Any, ...]) -> 
     for value in values:
         _probe_value(value)
     return True
+
+
+def _is_own(obj: Any) -> bool:
+    """Whether ``obj`` holds only state the program put there (see ``own_getattr``)."""
+    if isinstance(obj, types.FunctionType):
+        return bool(obj.__module__ == PROGRAM_MODULE)
+    if type(obj) is super:
+        # ``super()._helper()``: resolved along the instance's own (checked) MRO.
+        return _is_own(object.__getattribute__(obj, "__self__"))
+    cls = obj if isinstance(obj, type) else type(obj)
+    program = False
+    for klass in type.__getattribute__(cls, "__mro__"):
+        module = type.__getattribute__(klass, "__module__")
+        if module == PROGRAM_MODULE:
+            program = True
+        elif module != "builtins":
+            return False
+    return program
+
+
+def _private_denied(name: str) -> DeniedAccess:
+    return DeniedAccess(f'"{name}" is an invalid attribute name because it starts with "_"')
+
+
+def own_getattr(obj: Any, name: str) -> Any:
+    """``obj._x`` for the program's own objects; a denial for anyone else's.
+
+    Own means a program function, or a class (or an instance of one) whose MRO holds
+    the program's classes and built-in types only: built-in types have no private
+    attributes, so whatever ``_x`` resolves to was put there by the program. A library
+    base class (``asyncio.Queue``, ``typing.Generic``) keeps its private state private.
+    """
+    if not _is_own(obj):
+        raise _private_denied(name)
+    value = getattr(obj, name)
+    _probe_value(value)
+    return value
+
+
+def own_write(obj: Any) -> Any:
+    """``obj`` if the program may set or delete its private attributes."""
+    if not _is_own(obj):
+        raise DeniedWrite(
+            f"private attributes of '{type(obj).__name__}' objects cannot be modified by programs"
+        )
+    return obj
+
+
+def _own_name(obj: Any, name: Any) -> bool:
+    return type(name) is str and is_own_attribute(name) and _is_own(obj)
+
+
+def program_getattr(obj: Any, name: Any, *default: Any) -> Any:
+    """The program's ``getattr``: the guard's, plus ``_x`` on the program's own objects."""
+    if not _own_name(obj, name):
+        return guarded_getattr(obj, name, *default)
+    try:
+        return own_getattr(obj, name)
+    except DeniedAccess:
+        raise
+    except AttributeError:
+        if default:
+            return default[0]
+        raise
+
+
+def program_hasattr(obj: Any, name: Any) -> bool:
+    """The program's ``hasattr`` (denied names read as absent, as in the guard's)."""
+    if not _own_name(obj, name):
+        return guarded_hasattr(obj, name)
+    try:
+        own_getattr(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def program_setattr(obj: Any, name: Any, value: Any) -> None:
+    """The program's ``setattr``: the guard's, plus ``_x`` on the program's own objects."""
+    if type(name) is str and is_own_attribute(name):
+        setattr(own_write(obj), name, value)
+    else:
+        guarded_setattr(obj, name, value)
+
+
+def program_delattr(obj: Any, name: Any) -> None:
+    """The program's ``delattr``: the guard's, plus ``_x`` on the program's own objects."""
+    if type(name) is str and is_own_attribute(name):
+        delattr(own_write(obj), name)
+    else:
+        guarded_delattr(obj, name)
 
 
 class _NameProbe:

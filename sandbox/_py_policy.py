@@ -21,6 +21,11 @@ What changes relative to ``RestrictingNodeTransformer``:
   ``MemoryError``, a ``RecursionError`` or a guard denial: those are terminal, never
   caught;
 - ``try``/``except*`` is allowed (the handlers are guarded like any other);
+- ``self._x`` (a single-underscore, unmangled name) compiles to ``_own_getattr_`` /
+  ``_own_write_``, which allow it on the program's own objects only: its functions, and
+  classes (and their instances) whose bases are the program's own or built-in types, so
+  a library object's private state (``random._os``, a ``Queue`` subclass's ``_loop``)
+  stays out of reach;
 - namedtuple's public API (``p._asdict()``, ``p._replace(...)``, ``P._fields``,
   ``P._make(...)``, ``P._field_defaults``) compiles to ``_nt_getattr_``, which serves
   those names on namedtuples only;
@@ -46,7 +51,14 @@ from RestrictedPython.transformer import (
     copy_locations,
 )
 
-__all__ = ["MAIN", "NAMEDTUPLE_API", "READABLE_DUNDERS", "TOP_LEVEL_YIELD", "SandboxPolicy"]
+__all__ = [
+    "MAIN",
+    "NAMEDTUPLE_API",
+    "READABLE_DUNDERS",
+    "TOP_LEVEL_YIELD",
+    "SandboxPolicy",
+    "is_own_attribute",
+]
 
 MAIN = "__codemode_program__"
 
@@ -77,6 +89,22 @@ def _is_helper_name(name: str) -> bool:
         and not name.endswith("_")
         and name != "_print"
         and not _TMP.match(name)
+    )
+
+
+def is_own_attribute(name: str) -> bool:
+    """``_x``: a private attribute name a program may use on its own objects.
+
+    Not dunders, not guard-like names (``_x_``), not name-mangled slots (``_C__x``) and
+    not namedtuple's API (served by ``_nt_getattr_``); ``_own_getattr_`` and
+    ``_own_write_`` decide at run time whose object it is.
+    """
+    return (
+        name.startswith("_")
+        and name != "_"
+        and _is_helper_name(name)
+        and "__" not in name
+        and name not in NAMEDTUPLE_API
     )
 
 
@@ -296,6 +324,15 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 copy_locations(new, node)
                 copy_locations(new.func, node)
                 return new
+        if is_own_attribute(node.attr):
+            if isinstance(node.ctx, ast.Load):
+                new = _call("_own_getattr_", self.visit(node.value), ast.Constant(node.attr))
+                copy_locations(new, node)
+                copy_locations(new.func, node)
+                return new
+            # ``self._x = v`` / ``del self._x``: only on the program's own objects.
+            node.value = copy_locations_call(_call("_own_write_", self.visit(node.value)), node)
+            return node
         return super().visit_Attribute(node)
 
     # -- augmented assignment on items and attributes ---------------------------------
@@ -327,16 +364,18 @@ class SandboxPolicy(RestrictingNodeTransformer):
             ]
         elif isinstance(target, ast.Attribute):
             attr = target.attr
-            if attr.startswith("_") or attr in INSPECT_ATTRIBUTES:
+            own = is_own_attribute(attr)
+            if (attr.startswith("_") and not own) or attr in INSPECT_ATTRIBUTES:
                 self.error(
                     node, f'"{attr}" is an invalid attribute name because it starts with "_".'
                 )
                 return node
             obj = self.visit(target.value)
             value = self.visit(node.value)
-            current = _call("_getattr_", _name(obj_tmp), ast.Constant(attr))
+            read, write = ("_own_getattr_", "_own_write_") if own else ("_getattr_", "_write_")
+            current = _call(read, _name(obj_tmp), ast.Constant(attr))
             store = ast.Attribute(  # type: ignore[assignment]
-                value=_call("_write_", _name(obj_tmp)), attr=attr, ctx=ast.Store()
+                value=_call(write, _name(obj_tmp)), attr=attr, ctx=ast.Store()
             )
             stmts = [ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj)]
         else:  # pragma: no cover - the grammar allows nothing else

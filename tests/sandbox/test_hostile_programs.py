@@ -311,6 +311,27 @@ async def test_a_denial_reports_the_program_lines_that_led_to_it(run: Run) -> No
     assert result.logs == ["before"]
 
 
+@pytest.mark.parametrize(
+    ("program", "fragment"),
+    [
+        ("import random\nrandom._os", '"_os" is an invalid attribute name'),
+        ("import asyncio\nclass Q(asyncio.Queue):\n    pass\nQ()._loop", '"_loop" is an invalid'),
+        ("import asyncio\nclass Q(asyncio.Queue):\n    pass\nQ()._loop = 1", "private attributes"),
+        ("import asyncio\nclass Q(asyncio.Queue):\n    pass\ngetattr(Q(), '_loop', 1)", '"_loop"'),
+        ("import json\nsetattr(json, '_x', 1)", "private attributes of 'ModuleProxy'"),
+        ("t = tools.echo({})\nt._x", '"_x" is an invalid attribute name'),
+        ("from typing import Generic, TypeVar\nT = TypeVar('T')\nclass G(Generic[T]):\n"
+         "    pass\nG._is_protocol", '"_is_protocol" is an invalid'),
+        ("getattr(1, '_x', None)", '"_x" is an invalid attribute name'),
+        ("class A:\n    pass\nA.x = print\ngetattr(A.x, '_x', None)", '"_x" is an invalid'),
+    ],
+)  # fmt: skip
+async def test_private_attributes_of_library_objects_stay_denied(
+    run: Run, program: str, fragment: str
+) -> None:
+    assert fragment in err(await run(program), "forbidden")
+
+
 async def test_hasattr_of_a_denied_name_reads_as_absent(run: Run) -> None:
     # Probing for a protocol (``hasattr(x, '__iter__')``) is ordinary code, not an attack.
     assert ok(await run("return [hasattr([], '__iter__'), hasattr(1, '_x')]")) == [False, False]

@@ -487,3 +487,42 @@ return s._asdict()
     result = await run(program, tools={"job_list": job_list, "job_log": job_log})
     assert ok(result) == {"ok": [0, 2], "failed": [1], "logs": {"1": ["boom"]}}
     assert result.logs == ["['nope']"]
+
+
+async def test_private_attributes_on_the_programs_own_classes(run: Run) -> None:
+    program = """
+class Base:
+    def __init__(self):
+        self._items = []
+        self._count = 0
+
+    def _check(self, x):
+        return x is not None
+
+class Cache(Base):
+    _registry = {}
+
+    def add(self, x):
+        if super()._check(x):
+            self._items.append(x)
+            self._count += 1
+            Cache._registry[x] = self
+        return self
+
+class NotFound(Exception):
+    def __init__(self, key):
+        super().__init__(key)
+        self._key = key
+
+c = Cache().add('a').add(None).add('b')
+setattr(c, '_extra', 5)
+extra = c._extra
+del c._extra
+try:
+    raise NotFound('k')
+except NotFound as e:
+    key = e._key
+return [c._items, c._count, sorted(Cache._registry), getattr(c, '_count'), extra,
+        hasattr(c, '_extra'), getattr(c, '_nope', 'default'), key]
+"""
+    assert ok(await run(program)) == [["a", "b"], 2, ["a", "b"], 2, 5, False, "default", "k"]
