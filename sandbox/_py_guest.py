@@ -287,8 +287,10 @@ class _Run:
             self.queue_call(len(data).to_bytes(4, "big") + data)
             return future
 
+        labels = {name: _label(global_name, name) for name in names}
+
         def make(name: str, payload: Any) -> _ToolCall:
-            label = _label(global_name, name)
+            label = labels.get(name) or _label(global_name, name)
             unawaited[label] = unawaited.get(label, 0) + 1
             return _ToolCall(start, label, name, payload)
 

@@ -440,8 +440,9 @@ class _BadArity:
 class _Namespace:
     """A binding global (``tools``): ``tools.name(args)`` and ``tools["my-tool"](args)``."""
 
-    __slots__ = ("__call", "__global", "__names")
+    __slots__ = ("__call", "__functions", "__global", "__names")
     __call: Callable[[str, Any], _ToolCall]
+    __functions: dict[str, _ToolFunction]
     __global: str
     __names: tuple[str, ...]
 
@@ -449,18 +450,22 @@ class _Namespace:
         object.__setattr__(self, "_Namespace__global", global_name)
         object.__setattr__(self, "_Namespace__names", tuple(names))
         object.__setattr__(self, "_Namespace__call", call)
+        # One function object per known tool (a fan-out reads ``tools.x`` many times);
+        # unknown names get a fresh one, so arbitrary names cannot grow a cache.
+        functions = {name: _ToolFunction(call, name) for name in names}
+        object.__setattr__(self, "_Namespace__functions", functions)
 
     def __getattr__(self, name: str) -> _ToolFunction:
         if name.startswith("__") and name.endswith("__"):
             # Protocol lookups (``__deepcopy__``, ``__length_hint__``...) must not turn
             # into tool calls; dunder-named tools stay reachable as ``tools["__x__"]``.
             raise AttributeError(name)
-        return _ToolFunction(self.__call, name)
+        return self.__functions.get(name) or _ToolFunction(self.__call, name)
 
     def __getitem__(self, name: Any) -> _ToolFunction:
         if not isinstance(name, str):
             raise TypeError(f"{self.__global} names are strings")
-        return _ToolFunction(self.__call, str(name))
+        return self.__functions.get(name) or _ToolFunction(self.__call, str(name))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{self.__global} is read-only")
