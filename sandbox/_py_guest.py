@@ -252,7 +252,7 @@ class _Run:
         self, global_name: str, names: list[str], error: type[Exception] | None
     ) -> Callable[[str, Any], _ToolCall]:
         known = frozenset(names)
-        available = ", ".join(names)
+        available = ", ".join(names) or "(none)"
         unawaited = self.unawaited
 
         def start(label: str, name: str, payload: Any) -> asyncio.Future[Any]:
