@@ -116,6 +116,18 @@ def _label(global_name: str, name: str) -> str:
     return f"{global_name}[{msgspec.json.encode(name).decode()}]"
 
 
+# Values CPython itself refuses to change: ``t[0] = 1`` on a tuple is the program's
+# ordinary TypeError (catchable), not a guard denial.
+_IMMUTABLE = frozenset({tuple, str, bytes, frozenset, int, float, complex, bool, type(None), range})
+
+
+def _immutable_or(guard: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def write(obj: Any) -> Any:
+        return obj if type(obj) in _IMMUTABLE else guard(obj)
+
+    return write
+
+
 def _leaves(exc: BaseException) -> list[BaseException]:
     """``exc`` and, for exception groups, every exception nested in it (iteratively)."""
     out: list[BaseException] = []
@@ -385,6 +397,7 @@ class _Run:
         env["_match_guard_"] = match_guard
         env["_own_getattr_"] = own_getattr
         env["_own_write_"] = own_write
+        env["_write_"] = _immutable_or(env["_write_"])
         builtins = make_builtins(importer)
         builtins.update(
             getattr=program_getattr,

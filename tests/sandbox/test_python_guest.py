@@ -440,3 +440,28 @@ async def test_a_result_that_raises_while_read_is_invalid_output(run: Run) -> No
     message = err(await run(program), "invalid-output")
     assert message.startswith("program completion must be lossless JSON: reading the result")
     assert message.endswith("KeyError: 'no'")
+
+
+async def test_writes_cpython_refuses_stay_ordinary_errors(run: Run) -> None:
+    # A tuple or str changed in place is a bug CPython reports itself (catchable), not a
+    # guard denial; a write to a class or module still is one (see the hostile tests).
+    program = """
+out = []
+t = (1, 2)
+for attempt in ['t[0] = 5', 'del t[0]', 's[0] = 1', 'n.attr = 1']:
+    try:
+        if attempt == 't[0] = 5':
+            t[0] = 5
+        elif attempt == 'del t[0]':
+            del t[0]
+        elif attempt == 's[0] = 1':
+            s = 'abc'
+            s[0] = 1
+        else:
+            n = 5
+            n.attr = 1
+    except (TypeError, AttributeError) as e:
+        out.append(type(e).__name__)
+return out
+"""
+    assert ok(await run(program)) == ["TypeError", "TypeError", "TypeError", "AttributeError"]
