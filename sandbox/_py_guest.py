@@ -123,7 +123,13 @@ _IMMUTABLE = frozenset({tuple, str, bytes, frozenset, int, float, complex, bool,
 
 def _immutable_or(guard: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def write(obj: Any) -> Any:
-        return obj if type(obj) in _IMMUTABLE else guard(obj)
+        if type(obj) in _IMMUTABLE:
+            return obj
+        if isinstance(obj, BaseException) and type(obj).__module__ == "builtins":
+            # ``e = ValueError(...); e.status = 404``: a built-in exception's own
+            # attributes hold nothing of the host's (``ToolCallError`` included).
+            return obj
+        return guard(obj)
 
     return write
 

@@ -462,6 +462,15 @@ for attempt in ['t[0] = 5', 'del t[0]', 's[0] = 1', 'n.attr = 1']:
             n.attr = 1
     except (TypeError, AttributeError) as e:
         out.append(type(e).__name__)
-return out
+e = ValueError('bad')
+e.status = 404
+try:
+    await tools.fail({})
+except ToolCallError as failure:
+    failure.retry = True
+    out.append(failure.retry)
+return out + [e.status]
 """
-    assert ok(await run(program)) == ["TypeError", "TypeError", "TypeError", "AttributeError"]
+    assert ok(await run(program)) == [
+        "TypeError", "TypeError", "TypeError", "AttributeError", True, 404,
+    ]  # fmt: skip
