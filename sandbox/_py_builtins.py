@@ -30,6 +30,8 @@ from ._py_policy import READABLE_DUNDERS
 
 __all__ = [
     "PROGRAM_MODULE",
+    "DeniedAccess",
+    "DeniedWrite",
     "guarded_getattr",
     "guarded_getitem",
     "guarded_write",
@@ -59,6 +61,19 @@ _WRITABLE = (
 _MISSING: Any = object()
 
 
+class DeniedAccess(AttributeError):
+    """A guard refused an attribute read; the guest ends the run (kind ``forbidden``)."""
+
+
+class DeniedWrite(TypeError):
+    """A guard refused a write; the guest ends the run (kind ``forbidden``)."""
+
+
+# Tracebacks and ``type(e).__name__`` show the familiar names.
+DeniedAccess.__name__ = DeniedAccess.__qualname__ = "AttributeError"
+DeniedWrite.__name__ = DeniedWrite.__qualname__ = "TypeError"
+
+
 def _is_program_defined(obj: Any) -> bool:
     cls = obj if isinstance(obj, type) else type(obj)
     if isinstance(obj, types.FunctionType):
@@ -73,9 +88,9 @@ def _check_name(name: Any) -> str:
     if type(name) is not str:
         raise TypeError("attribute name must be a string")
     if name.startswith("_") and name not in READABLE_DUNDERS:
-        raise AttributeError(f'"{name}" is an invalid attribute name because it starts with "_"')
+        raise DeniedAccess(f'"{name}" is an invalid attribute name because it starts with "_"')
     if name in _DENIED_NAMES:
-        raise AttributeError(f'"{name}" is a restricted name that programs may not access')
+        raise DeniedAccess(f'"{name}" is a restricted name that programs may not access')
     return name
 
 
@@ -133,11 +148,11 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         if isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)) or hasattr(
             obj, "__await__"
         ):
-            raise AttributeError(f'"{name}" of coroutines is not available to programs')
+            raise DeniedAccess(f'"{name}" of coroutines is not available to programs')
     if name == "obj" and isinstance(obj, AttributeError) and not _is_program_defined(obj):
-        raise AttributeError('"obj" of AttributeError is not available to programs')
+        raise DeniedAccess('"obj" of AttributeError is not available to programs')
     if isinstance(obj, _FORBIDDEN_VALUES):
-        raise AttributeError(f"'{type(obj).__name__}' objects are not accessible to programs")
+        raise DeniedAccess(f"'{type(obj).__name__}' objects are not accessible to programs")
     try:
         value = getattr(obj, name)
     except AttributeError as exc:
@@ -146,7 +161,7 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         # A fresh error: the original's ``obj`` would hand the object back.
         raise AttributeError(str(exc)) from None
     if isinstance(value, _FORBIDDEN_VALUES):
-        raise AttributeError(f'"{name}" is not accessible to programs')
+        raise DeniedAccess(f'"{name}" is not accessible to programs')
     return value
 
 
@@ -168,14 +183,14 @@ def guarded_write(obj: Any) -> Any:
     """Return ``obj`` if the program may assign to its attributes or items."""
     if isinstance(obj, _WRITABLE) or _is_program_defined(obj):
         return obj
-    raise TypeError(f"'{type(obj).__name__}' objects cannot be modified by programs")
+    raise DeniedWrite(f"'{type(obj).__name__}' objects cannot be modified by programs")
 
 
 def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
     """``setattr`` through the write guard."""
     name = _check_name(name)
     if name in READABLE_DUNDERS:
-        raise AttributeError(f'"{name}" cannot be assigned by programs')
+        raise DeniedAccess(f'"{name}" cannot be assigned by programs')
     setattr(guarded_write(obj), name, value)
 
 
@@ -183,7 +198,7 @@ def guarded_delattr(obj: Any, name: Any) -> None:
     """``delattr`` through the write guard."""
     name = _check_name(name)
     if name in READABLE_DUNDERS:
-        raise AttributeError(f'"{name}" cannot be deleted by programs')
+        raise DeniedAccess(f'"{name}" cannot be deleted by programs')
     delattr(guarded_write(obj), name)
 
 

@@ -90,7 +90,8 @@ async def test_each_worker_serves_one_run() -> None:
         second = ok(await run("import random\nreturn random.random()"))
         assert first != second  # a fresh interpreter state (and a fresh RNG) per run
         program = "import json\ntry:\n    json.x = 1\nexcept TypeError:\n    pass\nreturn 'ok'"
-        assert ok(await run(program)) == "ok"
+        assert err(await run(program), "forbidden")  # a caught denial still ends the run
+        assert ok(await run("import json\nreturn hasattr(json, 'x')")) is False
 
 
 async def test_concurrent_runs() -> None:
