@@ -6,8 +6,17 @@
     ├── FsError        FS_* codes (read, write, edit, str_replace_editor, read_image, paths)
     └── SearchError    SEARCH_* codes (glob, grep)
 
-Argument problems the input schema cannot express (blank strings, non-integers) are raised as
-plain ``ValueError``s so that, as in the reference, their failures carry no ``error.info``.
+Every failure a file or search tool raises carries one of these, so hosts can branch on a
+stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
+cannot express (blank strings, non-integers) keep the reference's message text and carry
+``FS_INVALID_ARGS`` / ``SEARCH_INVALID_ARGS``.
+
+FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORKSPACE``,
+``FS_NOT_FOUND``, ``FS_NOT_REGULAR_FILE`` (directory, FIFO, socket, device),
+``FS_HARDLINKED`` (a regular file with more than one link), ``FS_NOT_TEXT``,
+``FS_TOO_LARGE`` (an input or a result over a configured cap), ``FS_NOT_OBSERVED`` and
+``FS_STALE_VERSION`` (read-before-write), ``FS_EDIT_NOT_FOUND``, ``FS_AMBIGUOUS_EDIT``,
+``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call), ``FS_ABORTED``.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ __all__ = ["FsError", "SearchError"]
 
 
 class FsError(HarnessError):
-    """A filesystem failure; ``code`` is one of the reference's ``FS_*`` codes."""
+    """A filesystem failure; ``code`` is one of the ``FS_*`` codes above."""
 
 
 class SearchError(HarnessError):

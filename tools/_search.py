@@ -9,14 +9,20 @@ render itself stays pure, and nested (code-mode) calls never spill.
 from __future__ import annotations
 
 import os
+import posixpath
+import stat as stat_mod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+import anyio.to_thread
 
 from engine import ToolDefinition, ToolOutput
 
 from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
+from ._errors import FsError, SearchError
 from ._rg import RgOutput, run_rg
 from ._text import js_json
 
@@ -24,9 +30,10 @@ __all__ = [
     "GLOB_UNSAVED",
     "GREP_UNSAVED",
     "VCS_DIRS",
+    "SearchTarget",
     "Spills",
     "bounded",
-    "check_path",
+    "search_target",
     "define_search_tool",
     "run_search",
     "search_card",
@@ -79,14 +86,73 @@ def workdir_relative(cfg: ToolsConfig, path: str) -> str:
     return cfg.workspace.relative(path) if os.path.isabs(path) else path
 
 
-def check_path(cfg: ToolsConfig, args: Any) -> str | None:
+@dataclass(frozen=True, slots=True)
+class SearchTarget:
+    """Where ``rg`` runs: the physical ``root`` it is confined to (the workspace, or a
+    runtime-owned readable directory) and the already-resolved path below it (``None``: the
+    whole root). ``rg`` never sees a path as the caller wrote it."""
+
+    root: str
+    rel: str | None
+    in_workspace: bool
+    is_file: bool = False
+
+    def argv(self) -> list[str]:
+        return [] if self.rel is None else ["--", self.rel]
+
+    def shown(self, printed: str) -> str:
+        """A path as ``rg`` printed it, as values show it: workspace-relative inside the
+        workspace, absolute in a runtime-owned directory."""
+        if self.in_workspace:
+            return printed
+        return posixpath.join(self.root, printed)
+
+    def shown_root(self) -> str:
+        if self.rel is None:
+            return "." if self.in_workspace else self.root
+        return self.shown(self.rel)
+
+
+def _locate(cfg: ToolsConfig, tool: str, path: str) -> SearchTarget:
+    with cfg.workspace.open(path) as handle:
+        st = handle.st
+        if st is None:
+            # What ripgrep itself says for a missing path (the reference's message).
+            raise SearchError(
+                f"{tool} search failed (exit 2): rg: {path}: No such file or directory "
+                "(os error 2)",
+                "SEARCH_FAILED",
+            )
+        is_dir = stat_mod.S_ISDIR(st.st_mode)
+        if not is_dir and not stat_mod.S_ISREG(st.st_mode):
+            # A FIFO would block ripgrep until the timeout; sockets and devices are not text.
+            raise FsError(
+                f'cannot search "{handle.display}": not a regular file or directory',
+                "FS_NOT_REGULAR_FILE",
+            )
+        if not is_dir and st.st_nlink > 1 and not cfg.allow_hardlinks:
+            raise FsError(
+                f'cannot search "{handle.display}": the file has {st.st_nlink} hard links and '
+                "may be another name of a file outside the workspace",
+                "FS_HARDLINKED",
+            )
+        rel = os.path.relpath(handle.real, handle.root)
+        return SearchTarget(
+            root=handle.root,
+            rel=None if rel == "." else rel,
+            in_workspace=handle.root == cfg.workspace.root,
+            is_file=not is_dir,
+        )
+
+
+async def search_target(cfg: ToolsConfig, tool: str, args: Any) -> SearchTarget:
+    """Resolve the ``path`` argument physically (``None``: the workspace root)."""
     path = arg(args, "path")
     if path is None:
-        return None
+        return SearchTarget(root=cfg.workspace.root, rel=None, in_workspace=True)
     if is_blank(path):
-        raise ValueError("path must be a non-empty string when given")
-    cfg.workspace.resolve(path)  # confinement only; ripgrep gets the path as written
-    return str(path)
+        raise SearchError("path must be a non-empty string when given", "SEARCH_INVALID_ARGS")
+    return await anyio.to_thread.run_sync(_locate, cfg, tool, str(path))
 
 
 def bounded(items: list[Any], max_bytes: int, make: Any) -> tuple[Any, bool]:
@@ -111,11 +177,14 @@ def search_card(args: Any, result: Any) -> Any:
     return {"card": "search", **meta}
 
 
-async def run_search(cfg: ToolsConfig, ctx: Any, tool: str, argv: list[str]) -> RgOutput:
-    """``rg argv`` in the workspace root, cancelled by the call's signal, with the caps."""
+async def run_search(
+    cfg: ToolsConfig, ctx: Any, tool: str, argv: list[str], target: SearchTarget
+) -> RgOutput:
+    """``rg argv`` in ``target.root``, confined to it, cancelled by the call's signal."""
     return await run_rg(
-        argv,
-        cwd=cfg.workspace.root,
+        [*argv, *target.argv()],
+        cwd=target.root,
+        confine=target.root,
         signal=ctx.signal,
         tool=tool,
         raw_cap=cfg.raw_output_max_bytes,

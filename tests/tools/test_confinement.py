@@ -119,7 +119,10 @@ async def test_runtime_dirs_are_readable_but_not_writable(
 
 async def test_nul_in_a_path(harness: Harness) -> None:
     failed = await harness.fail("read", {"file_path": "a\x00b"})
-    assert error_of(failed) == ('invalid path "a\\u0000b": contains a NUL character', None)
+    assert error_of(failed) == (
+        'invalid path "a\\u0000b": contains a NUL character',
+        "FS_INVALID_PATH",
+    )
 
 
 def test_no_writes_outside(tmp_path: Path) -> None:

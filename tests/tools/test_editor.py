@@ -67,7 +67,7 @@ async def test_view_range_errors(harness: Harness, workspace: Path) -> None:
     ]
     for view_range, message in cases:
         failed = await edit(harness, command="view", path=str(path), view_range=view_range)
-        assert error_of(failed) == (message, None), view_range
+        assert error_of(failed) == (message, "FS_INVALID_ARGS"), view_range
     failed = await edit(harness, command="view", path=str(path), view_range=["1", 2])
     assert error_of(failed) == (
         'invalid arguments: "view_range[0]" must be an integer',
@@ -92,7 +92,7 @@ async def test_view_directory(harness: Harness, workspace: Path) -> None:
     failed = await edit(harness, command="view", path=ws, view_range=[1, 2])
     assert error_of(failed) == (
         "The `view_range` parameter is not allowed when `path` points to a directory.",
-        None,
+        "FS_INVALID_ARGS",
     )
 
 
@@ -114,10 +114,10 @@ async def test_create(harness: Harness, workspace: Path) -> None:
     failed = await edit(harness, command="create", path=str(path), file_text="x")
     assert error_of(failed) == (
         f"File already exists at: {path}. Cannot overwrite files using command `create`.",
-        None,
+        "FS_ALREADY_EXISTS",
     )
     failed = await edit(harness, command="create", path=str(workspace / "n2"))
-    assert error_of(failed) == ("Parameter `file_text` is required for command: create", None)
+    assert error_of(failed) == ("Parameter `file_text` is required for command: create", "FS_INVALID_ARGS")
 
 
 async def test_str_replace(harness: Harness, workspace: Path) -> None:
@@ -143,9 +143,9 @@ async def test_str_replace(harness: Harness, workspace: Path) -> None:
     await edit(harness, command="str_replace", path=str(path), old_str="2\n")
     assert path.read_bytes() == b"one\r\none\n"
     failed = await edit(harness, command="str_replace", path=str(path))
-    assert error_of(failed) == ("Parameter `old_str` is required for command: str_replace", None)
+    assert error_of(failed) == ("Parameter `old_str` is required for command: str_replace", "FS_INVALID_ARGS")
     failed = await edit(harness, command="str_replace", path=str(path), old_str="")
-    assert error_of(failed) == ("Parameter `old_str` is empty for command: str_replace", None)
+    assert error_of(failed) == ("Parameter `old_str` is empty for command: str_replace", "FS_INVALID_ARGS")
 
 
 async def test_insert(harness: Harness, workspace: Path) -> None:
@@ -159,28 +159,29 @@ async def test_insert(harness: Harness, workspace: Path) -> None:
     assert error_of(failed) == (
         "Invalid `insert_line` parameter: 9. It should be within the range of lines of the "
         "file: [0, 6]",
-        None,
+        "FS_INVALID_ARGS",
     )
     failed = await edit(harness, command="insert", path=str(path), insert_line=-1, new_str="z")
     assert "Invalid `insert_line` parameter: -1." in error_of(failed)[0]
     failed = await edit(harness, command="insert", path=str(path), new_str="z")
-    assert error_of(failed) == ("Parameter `insert_line` is required for command: insert", None)
+    assert error_of(failed) == ("Parameter `insert_line` is required for command: insert", "FS_INVALID_ARGS")
     failed = await edit(harness, command="insert", path=str(path), insert_line=1)
-    assert error_of(failed) == ("Parameter `new_str` is required for command: insert", None)
+    assert error_of(failed) == ("Parameter `new_str` is required for command: insert", "FS_INVALID_ARGS")
 
 
 async def test_path_and_file_errors(harness: Harness, workspace: Path) -> None:
     (workspace / "d").mkdir()
     (workspace / "bin").write_bytes(b"\x00")
     (workspace / "latin").write_bytes(b"\xe9")
+    # Relative paths are workspace-relative (and shown absolute).
     failed = await edit(harness, command="view", path="rel/x")
     assert error_of(failed) == (
-        "The path rel/x is not an absolute path, it should start with `/`. Maybe you meant /rel/x?",
-        None,
+        f"The path {workspace / 'rel/x'} does not exist. Please provide a valid path.",
+        "FS_NOT_FOUND",
     )
     assert error_of(await edit(harness, command="view", path="  ")) == (
         "path must be a non-empty string",
-        None,
+        "FS_INVALID_ARGS",
     )
     missing = workspace / "missing"
     for command in ("view", "str_replace", "insert"):
