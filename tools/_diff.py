@@ -3,7 +3,8 @@
 The cost is linear in the texts plus a bounded amount of ``difflib``: the common prefix and
 suffix lines are trimmed first, and only a changed middle of at most
 ``_DIFFLIB_MAX_LINES`` lines goes through ``SequenceMatcher`` (whose worst case is
-quadratic); a larger middle becomes one hunk. A hunk whose text would exceed
+quadratic); a larger middle is compared line by line when both sides have the same number
+of lines, and becomes one hunk otherwise. A hunk whose text would exceed
 ``_HUNK_MAX_CHARS`` is summarised (line and character counts) instead of copied, so the
 card metadata a session persists stays small however large the edit.
 """
@@ -45,6 +46,32 @@ def _hunk(path: str, old: list[str], new: list[str]) -> dict[str, Any]:
     return {"path": path, "oldText": "".join(old) if old else None, "newText": "".join(new)}
 
 
+def _aligned(path: str, a: list[str], b: list[str]) -> list[dict[str, Any]]:
+    """Hunks of two equally long line lists compared position by position (linear): the
+    common shape of edits that change lines without adding or removing any."""
+    hunks: list[dict[str, Any]] = []
+    n = len(a)
+    i = 0
+    while i < n:
+        if a[i] == b[i]:
+            i += 1
+            continue
+        start = i
+        end = i + 1  # one past the last differing line of this hunk
+        j = end
+        while j < n:
+            if a[j] != b[j]:
+                end = j = j + 1
+            elif j - end >= 2 * _CONTEXT:
+                break
+            else:
+                j += 1
+        lo, hi = max(0, start - _CONTEXT), min(n, end + _CONTEXT)
+        hunks.append(_hunk(path, a[lo:hi], b[lo:hi]))
+        i = end
+    return hunks
+
+
 def diff_hunks(path: str, before: str, after: str) -> list[dict[str, Any]]:
     """The hunks turning ``before`` into ``after`` (``[]`` when they are equal)."""
     if before == after:
@@ -61,6 +88,8 @@ def diff_hunks(path: str, before: str, after: str) -> list[dict[str, Any]]:
     a_mid = a[start : len(a) - suffix + min(suffix, _CONTEXT)]
     b_mid = b[start : len(b) - suffix + min(suffix, _CONTEXT)]
     if len(a_mid) + len(b_mid) > _DIFFLIB_MAX_LINES:
+        if len(a_mid) == len(b_mid):
+            return _aligned(path, a_mid, b_mid)
         return [_hunk(path, a_mid, b_mid)]
     matcher = difflib.SequenceMatcher(None, a_mid, b_mid, autojunk=False)
     hunks = []

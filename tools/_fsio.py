@@ -122,11 +122,20 @@ def open_readable(handle: Handle) -> int:
 
 
 def read_fd(fd: int, limit: int | None = None) -> bytes:
-    """All bytes of ``fd`` (at most ``limit`` + 1 when a limit is given)."""
+    """All bytes of ``fd`` (at most ``limit`` + 1 when a limit is given).
+
+    The first read asks for the file's size (plus one, to see growth): ``os.read`` allocates
+    what it is asked for, so a fixed large chunk would cost that much for a tiny file.
+    """
+    expected = os.fstat(fd).st_size + 1
+    if limit is not None:
+        expected = min(expected, limit + 1)
     chunks: list[bytes] = []
     total = 0
+    want = expected
     while True:
-        want = 1 << 20 if limit is None else min(1 << 20, limit + 1 - total)
+        if limit is not None:
+            want = min(want, limit + 1 - total)
         if want <= 0:
             break
         chunk = os.read(fd, want)
@@ -134,7 +143,8 @@ def read_fd(fd: int, limit: int | None = None) -> bytes:
             break
         chunks.append(chunk)
         total += len(chunk)
-    return b"".join(chunks)
+        want = 1 << 16
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def decode_utf8(data: bytes) -> str:
