@@ -5,8 +5,6 @@ which is deterministic: a refusal that happens *after* building the result shows
 peak the size of that result.
 """
 
-# Tests set up and inspect real files directly; blocking there is intended.
-# ruff: noqa: ASYNC240
 
 from __future__ import annotations
 
