@@ -117,7 +117,10 @@ async def test_create(harness: Harness, workspace: Path) -> None:
         "FS_ALREADY_EXISTS",
     )
     failed = await edit(harness, command="create", path=str(workspace / "n2"))
-    assert error_of(failed) == ("Parameter `file_text` is required for command: create", "FS_INVALID_ARGS")
+    assert error_of(failed) == (
+        "Parameter `file_text` is required for command: create",
+        "FS_INVALID_ARGS",
+    )
 
 
 async def test_str_replace(harness: Harness, workspace: Path) -> None:
@@ -143,9 +146,15 @@ async def test_str_replace(harness: Harness, workspace: Path) -> None:
     await edit(harness, command="str_replace", path=str(path), old_str="2\n")
     assert path.read_bytes() == b"one\r\none\n"
     failed = await edit(harness, command="str_replace", path=str(path))
-    assert error_of(failed) == ("Parameter `old_str` is required for command: str_replace", "FS_INVALID_ARGS")
+    assert error_of(failed) == (
+        "Parameter `old_str` is required for command: str_replace",
+        "FS_INVALID_ARGS",
+    )
     failed = await edit(harness, command="str_replace", path=str(path), old_str="")
-    assert error_of(failed) == ("Parameter `old_str` is empty for command: str_replace", "FS_INVALID_ARGS")
+    assert error_of(failed) == (
+        "Parameter `old_str` is empty for command: str_replace",
+        "FS_INVALID_ARGS",
+    )
 
 
 async def test_insert(harness: Harness, workspace: Path) -> None:
@@ -164,9 +173,15 @@ async def test_insert(harness: Harness, workspace: Path) -> None:
     failed = await edit(harness, command="insert", path=str(path), insert_line=-1, new_str="z")
     assert "Invalid `insert_line` parameter: -1." in error_of(failed)[0]
     failed = await edit(harness, command="insert", path=str(path), new_str="z")
-    assert error_of(failed) == ("Parameter `insert_line` is required for command: insert", "FS_INVALID_ARGS")
+    assert error_of(failed) == (
+        "Parameter `insert_line` is required for command: insert",
+        "FS_INVALID_ARGS",
+    )
     failed = await edit(harness, command="insert", path=str(path), insert_line=1)
-    assert error_of(failed) == ("Parameter `new_str` is required for command: insert", "FS_INVALID_ARGS")
+    assert error_of(failed) == (
+        "Parameter `new_str` is required for command: insert",
+        "FS_INVALID_ARGS",
+    )
 
 
 async def test_path_and_file_errors(harness: Harness, workspace: Path) -> None:
@@ -273,3 +288,32 @@ async def test_cards_and_concurrency(harness: Harness) -> None:
     assert mode("view") == "parallel"
     assert mode("create") == "exclusive"
     assert mode("str_replace") == "exclusive"
+
+
+async def test_relative_paths_are_workspace_relative(harness: Harness, workspace: Path) -> None:
+    created = await edit(harness, command="create", path="pkg/mod.py", file_text="x = 1\n")
+    assert created.value == f"New file created successfully at: {workspace / 'pkg/mod.py'}"
+    await edit(harness, command="str_replace", path="pkg/mod.py", old_str="1", new_str="2")
+    await edit(harness, command="insert", path="./pkg/mod.py", insert_line=0, new_str="# top")
+    viewed = await edit(harness, command="view", path="pkg/mod.py")
+    assert viewed.value.endswith("     1  # top\n     2  x = 2\n     3  \n")
+    assert (workspace / "pkg/mod.py").read_text() == "# top\nx = 2\n"
+
+
+async def test_the_maybe_you_meant_hint_stays_inside(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("app\n")
+    # "/src/app.py" written as if the workspace were "/": the hint names the inside file.
+    failed = await edit(harness, command="view", path="/src/app.py")
+    message, code = error_of(failed)
+    assert code == "FS_OUTSIDE_WORKSPACE"
+    assert message.endswith(f" Maybe you meant {workspace / 'src/app.py'}?")
+    # No hint when the workspace has no such path, or when it would lead out through a link.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret").write_text("s\n")
+    (workspace / "etc").symlink_to(tmp_path / "elsewhere")
+    for raw in ("/nope/app.py", "/etc/secret"):
+        message, code = error_of(await edit(harness, command="view", path=raw))
+        assert code == "FS_OUTSIDE_WORKSPACE" and "Maybe you meant" not in message, message

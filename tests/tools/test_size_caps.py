@@ -5,7 +5,6 @@ which is deterministic: a refusal that happens *after* building the result shows
 peak the size of that result.
 """
 
-
 from __future__ import annotations
 
 import tracemalloc
