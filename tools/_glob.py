@@ -16,6 +16,8 @@ from ._search import (
     VCS_DIRS,
     Spills,
     bounded,
+    confined_by_kernel,
+    confirm_paths,
     define_search_tool,
     run_search,
     search_target,
@@ -138,6 +140,8 @@ def build_glob(cfg: ToolsConfig) -> ToolDefinition:
             paths.pop()
         if not target.in_workspace:
             paths = [target.shown(p) for p in paths]
+        if paths and not confined_by_kernel():
+            paths = await confirm_paths(cfg, paths)
         value = {"root": target.shown_root(), "paths": paths}
         if len(paths) > cap:
             await spills.save(ctx, "\n".join(paths), "glob-results.txt")

@@ -21,6 +21,8 @@ from ._search import (
     SearchTarget,
     Spills,
     bounded,
+    confined_by_kernel,
+    confirm_matches,
     define_search_tool,
     run_search,
     search_target,
@@ -262,7 +264,9 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
             argv.append(f"--glob={include}")
         out = await run_search(cfg, ctx, "grep", argv, target)
         matches = parse_matches(target, out.stdout)
-        if matches and not cfg.allow_hardlinks and not target.is_file:
+        if matches and not confined_by_kernel():
+            matches = await confirm_matches(cfg, matches)
+        elif matches and not cfg.allow_hardlinks and not target.is_file:
             matches = await anyio.to_thread.run_sync(_without_hardlinked, target, matches)
         if len(matches) > cap:
             full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"

@@ -19,10 +19,12 @@ import anyio.to_thread
 
 from engine import ToolDefinition, ToolOutput
 
+from . import _rg
 from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
 from ._errors import FsError, SearchError
+from ._fsio import open_readable
 from ._rg import RgOutput, run_rg
 from ._text import js_json
 
@@ -33,6 +35,9 @@ __all__ = [
     "SearchTarget",
     "Spills",
     "bounded",
+    "confined_by_kernel",
+    "confirm_matches",
+    "confirm_paths",
     "search_target",
     "define_search_tool",
     "run_search",
@@ -153,6 +158,78 @@ async def search_target(cfg: ToolsConfig, tool: str, args: Any) -> SearchTarget:
     if is_blank(path):
         raise SearchError("path must be a non-empty string when given", "SEARCH_INVALID_ARGS")
     return await anyio.to_thread.run_sync(_locate, cfg, tool, str(path))
+
+
+def confined_by_kernel() -> bool:
+    """Whether ``rg`` runs under Landlock here; without it, results are re-checked."""
+    return _rg.landlock_abi() > 0
+
+
+def _confirm_paths(cfg: ToolsConfig, paths: list[str]) -> list[str]:
+    kept = []
+    for path in paths:
+        try:
+            # Values show paths workspace-relative, or absolute in a runtime-owned directory;
+            # both resolve (confined) as written.
+            with cfg.workspace.open(path) as handle:
+                if handle.st is not None and stat_mod.S_ISREG(handle.st.st_mode):
+                    kept.append(path)
+        except FsError:
+            continue
+    return kept
+
+
+async def confirm_paths(cfg: ToolsConfig, paths: list[str]) -> list[str]:
+    """Without Landlock: keep only the paths that resolve, confined, to a regular file.
+
+    ``rg`` walks by path, so a directory swapped for a link mid-walk can make it list
+    names from outside; a name that does not exist inside the workspace is dropped.
+    """
+    return await anyio.to_thread.run_sync(_confirm_paths, cfg, paths)
+
+
+def _line_texts(cfg: ToolsConfig, path: str, wanted: set[int]) -> dict[int, str]:
+    """The wanted lines of ``path`` as grep reports lines, read through a confined fd."""
+    found: dict[int, str] = {}
+    try:
+        with cfg.workspace.open(path) as handle:
+            st = handle.st
+            if st is None or not stat_mod.S_ISREG(st.st_mode):
+                return found
+            if st.st_nlink > 1 and not cfg.allow_hardlinks:
+                return found
+            fd = open_readable(handle)
+    except FsError:
+        return found
+    last = max(wanted)
+    with os.fdopen(fd, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if number in wanted:
+                line = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
+                try:
+                    found[number] = line.decode("utf-8")
+                except UnicodeDecodeError:
+                    found[number] = "(line is not valid UTF-8)"
+            if number >= last:
+                break
+    return found
+
+
+def _confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    wanted: dict[str, set[int]] = {}
+    for match in matches:
+        wanted.setdefault(match["path"], set()).add(match["lineNumber"])
+    texts = {path: _line_texts(cfg, path, numbers) for path, numbers in wanted.items()}
+    return [m for m in matches if texts[m["path"]].get(m["lineNumber"]) == m["line"]]
+
+
+async def confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Without Landlock: keep only matches whose line reads the same through a confined fd.
+
+    Only content the tool itself read from inside the workspace is returned, whatever
+    ``rg`` was raced into reading.
+    """
+    return await anyio.to_thread.run_sync(_confirm_matches, cfg, matches)
 
 
 def bounded(items: list[Any], max_bytes: int, make: Any) -> tuple[Any, bool]:
