@@ -35,6 +35,7 @@ import posixpath
 import stat as stat_mod
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from ._errors import FsError
@@ -528,8 +529,6 @@ class Workspace:
                     return os.path.relpath(path, root)
         return path
 
-    def path(self) -> os.PathLike[str]:
+    def path(self) -> Path:
         """The workspace root as a ``Path``."""
-        from pathlib import Path
-
         return Path(self.root)
