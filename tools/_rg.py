@@ -23,10 +23,12 @@ import signal as signal_mod
 import subprocess
 import sysconfig
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from typing import Any, TypeVar
 
 import anyio
 
@@ -36,6 +38,8 @@ from ._errors import SearchError
 from ._text import utf8_tail
 
 __all__ = ["RgOutput", "landlock_abi", "rg_executable", "run_rg"]
+
+_T = TypeVar("_T")
 
 
 @cache
@@ -169,19 +173,22 @@ def _restrict_this_thread(root: str) -> None:
         os.close(ruleset)
 
 
-_spawners: dict[str, ThreadPoolExecutor] = {}
+_MAX_SPAWNERS = 8
+_spawners: OrderedDict[str, ThreadPoolExecutor] = OrderedDict()
 _spawners_lock = threading.Lock()
 
 
-def _spawner(root: str) -> ThreadPoolExecutor:
-    """The thread that spawns ``rg`` confined to ``root`` (one per root, made on first use).
+def _submit_confined(root: str, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+    """Run ``fn(*args)`` on the thread that spawns ``rg`` confined to ``root``.
 
     Restricting a dedicated thread rather than each child lets ``subprocess`` keep its
     ``vfork`` fast path: a ``preexec_fn`` would force a full ``fork`` of the host (measured
-    at +2 ms per search for a small host, growing with its size).
+    at +2 ms per search for a small host, growing with its size). A Landlock domain cannot
+    be left, so each root gets its own thread; the least recently used of more than
+    ``_MAX_SPAWNERS`` is retired (its queued work still runs).
     """
     with _spawners_lock:
-        executor = _spawners.get(root)
+        executor = _spawners.pop(root, None)
         if executor is None:
             executor = ThreadPoolExecutor(
                 max_workers=1,
@@ -189,8 +196,11 @@ def _spawner(root: str) -> ThreadPoolExecutor:
                 initializer=_restrict_this_thread,
                 initargs=(root,),
             )
-            _spawners[root] = executor
-        return executor
+        _spawners[root] = executor
+        while len(_spawners) > _MAX_SPAWNERS:
+            _root, retired = _spawners.popitem(last=False)
+            retired.shutdown(wait=False)
+        return executor.submit(fn, *args)
 
 
 def _popen(argv: list[str], cwd: str, stdin: int) -> subprocess.Popen[bytes]:
@@ -205,7 +215,7 @@ async def _spawn(argv: list[str], cwd: str, confine: str | None) -> subprocess.P
     try:
         if confine is None or landlock_abi() == 0:
             return _popen(argv, cwd, stdin)
-        future = _spawner(confine).submit(_popen, argv, cwd, stdin)
+        future = _submit_confined(confine, _popen, argv, cwd, stdin)
         # Shielded: a process that was started must be handed back to be reaped.
         with anyio.CancelScope(shield=True):
             process = await asyncio.wrap_future(future)

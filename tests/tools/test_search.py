@@ -481,3 +481,20 @@ async def test_timeout_policy_stops_a_hung_search(
             )
         )
     assert error_of(result) == ("tool call timed out after 300ms", "TOOL_TIMEOUT")
+
+
+async def test_confined_spawners_are_bounded(tmp_path: Path) -> None:
+    """Each searched root gets a Landlock-restricted spawner thread; they do not pile up."""
+    import tools._rg
+
+    if tools._rg.landlock_abi() == 0:
+        pytest.skip("this kernel has no Landlock")
+    for i in range(tools._rg._MAX_SPAWNERS + 4):
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        (ws / "f.txt").write_text(f"hit {i}\n")
+        h = Harness(ws, tmp_path / f"rt{i}")
+        value = (await h.ok("grep", {"pattern": "hit"})).value
+        assert value == {"matches": [{"path": "f.txt", "lineNumber": 1, "line": f"hit {i}"}]}
+    assert len(tools._rg._spawners) == tools._rg._MAX_SPAWNERS
+    assert str(tmp_path / "ws0") not in tools._rg._spawners
