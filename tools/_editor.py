@@ -219,42 +219,53 @@ class _Editor:
 
     def listing(self, handle: Handle) -> str:
         rows: list[tuple[str, str]] = [(handle.display, "d")]
+        # Every row is at least "k\t<display>/x\n": only this many can appear before the
+        # clip, so a huge directory is never held (or sorted) whole.
+        keep = self.max_chars // (len(handle.display) + 4) + 2
+
+        def order(row: tuple[str, str]) -> bytes:
+            # JavaScript sorts strings by UTF-16 code units.
+            return row[0].encode("utf-16-be", "surrogatepass")
 
         def visit(dir_fd: int, shown: str, depth: int) -> None:
             # Each level is opened from its parent's descriptor with O_NOFOLLOW: a directory
             # swapped for a link mid-listing is skipped, never followed out.
             try:
-                entries = list(os.scandir(dir_fd))
+                entries = os.scandir(dir_fd)
             except OSError:
                 return
-            for entry in entries:
-                name = entry.name
-                if name.startswith(".") or name in _SKIPPED_DIRS:
-                    continue
-                display = os.path.join(shown, name)
-                try:
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                    kind = "d" if is_dir else "f" if entry.is_file(follow_symlinks=False) else "?"
-                except OSError:
-                    is_dir, kind = False, "?"
-                rows.append((display, kind))
-                if is_dir and depth < 2:
-                    try:
-                        child = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
-                    except OSError:
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    if name.startswith(".") or name in _SKIPPED_DIRS:
                         continue
+                    display = os.path.join(shown, name)
                     try:
-                        visit(child, display, depth + 1)
-                    finally:
-                        os.close(child)
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                        is_file = entry.is_file(follow_symlinks=False)
+                        kind = "d" if is_dir else "f" if is_file else "?"
+                    except OSError:
+                        is_dir, kind = False, "?"
+                    rows.append((display, kind))
+                    if len(rows) > 2 * keep:
+                        rows.sort(key=order)
+                        del rows[keep:]
+                    if is_dir and depth < 2:
+                        try:
+                            child = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
+                        except OSError:
+                            continue
+                        try:
+                            visit(child, display, depth + 1)
+                        finally:
+                            os.close(child)
 
         top = os.open(".", _LIST_FLAGS, dir_fd=handle.fd)
         try:
             visit(top, handle.display, 1)
         finally:
             os.close(top)
-        # JavaScript sorts strings by UTF-16 code units.
-        rows.sort(key=lambda row: row[0].encode("utf-16-be", "surrogatepass"))
+        rows.sort(key=order)
         body = "\n".join(f"{kind}\t{path}" for path, kind in rows)
         return (
             f"Here're the files and directories up to 2 levels deep in {handle.display}, "

@@ -212,8 +212,9 @@ class _Root:
 
 
 def _parts(rel: str) -> list[str]:
-    # Only empty and "." components are dropped: they never change what a path names
-    # (a trailing "." on a non-directory is the one case, and it fails later as ENOTDIR).
+    # Only empty and "." components are dropped: they never change which object a path
+    # names. (A trailing "/" or "/." after a non-directory, which the kernel refuses with
+    # ENOTDIR, is accepted here as naming that file; it cannot reach anything else.)
     return [p for p in rel.split("/") if p and p != "."]
 
 

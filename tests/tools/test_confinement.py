@@ -275,6 +275,7 @@ SPECIAL_CALLS: list[tuple[str, Any]] = [
         lambda p: {"command": "insert", "path": p, "insert_line": 0, "new_str": "a"},
     ),
     ("grep", lambda p: {"pattern": "x", "path": p}),
+    ("glob", lambda p: {"pattern": "*", "path": p}),
 ]
 
 

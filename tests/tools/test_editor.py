@@ -317,3 +317,18 @@ async def test_the_maybe_you_meant_hint_stays_inside(
     for raw in ("/nope/app.py", "/etc/secret"):
         message, code = error_of(await edit(harness, command="view", path=raw))
         assert code == "FS_OUTSIDE_WORKSPACE" and "Maybe you meant" not in message, message
+
+
+async def test_listing_of_a_huge_directory_is_the_clipped_sorted_prefix(
+    harness: Harness, workspace: Path
+) -> None:
+    names = [f"n{i:05d}" for i in range(3000)]
+    for name in reversed(names):
+        (workspace / name).write_text("")
+    value = (await edit(harness, command="view", path=".")).value
+    ws = str(workspace)
+    body = "\n".join([f"d\t{ws}", *(f"f\t{ws}/{name}" for name in names)]) + "\n"
+    assert value == (
+        f"Here're the files and directories up to 2 levels deep in {ws}, excluding hidden "
+        "items, node_modules, and Python cache directories:\n" + body[:16000] + CLIP_NOTE + "\n"
+    )
