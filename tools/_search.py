@@ -8,6 +8,7 @@ render itself stays pure, and nested (code-mode) calls never spill.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import stat as stat_mod
@@ -160,9 +161,22 @@ async def search_target(cfg: ToolsConfig, tool: str, args: Any) -> SearchTarget:
     return await anyio.to_thread.run_sync(_locate, cfg, tool, str(path))
 
 
+_warned_unconfined = False
+
+
 def confined_by_kernel() -> bool:
-    """Whether ``rg`` runs under Landlock here; without it, results are re-checked."""
-    return _rg.landlock_abi() > 0
+    """Whether ``rg`` runs under Landlock here; without it, results are re-checked (and
+    the first search says so once on the ``tools.search`` logger)."""
+    global _warned_unconfined
+    if _rg.landlock_abi() > 0:
+        return True
+    if not _warned_unconfined:
+        _warned_unconfined = True
+        logging.getLogger("tools.search").warning(
+            "grep/glob: this kernel has no Landlock, so ripgrep runs unconfined; results "
+            "are kept only when they re-read the same through confined descriptors"
+        )
+    return False
 
 
 def _confirm_paths(cfg: ToolsConfig, paths: list[str]) -> list[str]:
