@@ -167,3 +167,21 @@ def test_one_policy_one_workspace(tmp_path: Path) -> None:
     default_tools(tmp_path / "a", fs_policy=policy)
     with pytest.raises(ValueError, match="serves one workspace"):
         default_tools(tmp_path / "b", fs_policy=policy)
+
+
+async def test_install_and_dispose_switch_enforcement(workspace: Path, output_dir: Path) -> None:
+    from tools import FsObservationPolicy
+
+    (workspace / "f.txt").write_text("x\n")
+    policy = FsObservationPolicy()
+    h = Harness(workspace, output_dir, fs_policy=policy)
+    # Recording without install enforces nothing.
+    await h.ok("write", {"file_path": "f.txt", "content": "y\n"})
+    (workspace / "f.txt").write_text("changed behind its back\n")
+    dispose = policy.install(h.rt)
+    denied = await h.fail("write", {"file_path": "f.txt", "content": "z\n"})
+    assert error_of(denied)[1] == "FS_STALE_VERSION"
+    dispose()
+    dispose()  # idempotent
+    await h.ok("write", {"file_path": "f.txt", "content": "z\n"})
+    assert (workspace / "f.txt").read_text() == "z\n"
