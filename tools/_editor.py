@@ -19,7 +19,7 @@ from engine import ToolDefinition, ToolOutput, text
 from ._catalog import define_catalog_tool
 from ._common import arg
 from ._config import ToolsConfig
-from ._errors import FsError
+from ._errors import FsError, io_error
 from ._fs_policy import FsObservationPolicy
 from ._fsio import (
     FileVersion,
@@ -400,6 +400,8 @@ def build_str_replace_editor(cfg: ToolsConfig) -> ToolDefinition:
         editor = _Editor(cfg, cfg.fs_policy, ctx.agent)
         try:
             return await _run(editor, command, raw, args)
+        except OSError as exc:
+            raise io_error(exc, "edit" if command != "view" else "view", raw) from exc
         except FsError as exc:
             if exc.code == "FS_OUTSIDE_WORKSPACE" and "the path is outside" in exc.message:
                 hint = await anyio.to_thread.run_sync(_hint, cfg, raw)

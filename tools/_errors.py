@@ -16,14 +16,15 @@ FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORK
 ``FS_HARDLINKED`` (a regular file with more than one link), ``FS_NOT_TEXT``,
 ``FS_TOO_LARGE`` (an input or a result over a configured cap), ``FS_NOT_OBSERVED`` and
 ``FS_STALE_VERSION`` (read-before-write), ``FS_EDIT_NOT_FOUND``, ``FS_AMBIGUOUS_EDIT``,
-``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call), ``FS_ABORTED``.
+``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call),
+``FS_IO_ERROR`` (any other operating-system error, its text in the message), ``FS_ABORTED``.
 """
 
 from __future__ import annotations
 
 from engine import HarnessError
 
-__all__ = ["FsError", "SearchError"]
+__all__ = ["FsError", "SearchError", "io_error"]
 
 
 class FsError(HarnessError):
@@ -32,3 +33,9 @@ class FsError(HarnessError):
 
 class SearchError(HarnessError):
     """A glob/grep failure; ``code`` is one of the reference's ``SEARCH_*`` codes."""
+
+
+def io_error(exc: OSError, verb: str, path: str) -> FsError:
+    """An operating-system error a file tool did not anticipate (``EACCES``, ``EMFILE``,
+    ``ENAMETOOLONG``, ...), as a coded ``FsError`` naming the path as written."""
+    return FsError(f'cannot {verb} "{path}": {exc.strerror or exc}', "FS_IO_ERROR")

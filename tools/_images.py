@@ -19,7 +19,7 @@ from engine import ToolDefinition, ToolOutput, text
 from ._catalog import define_catalog_tool
 from ._common import is_blank
 from ._config import ToolsConfig
-from ._errors import FsError
+from ._errors import FsError, io_error
 from ._fsio import check_regular, open_readable, read_fd
 
 __all__ = ["AttachmentStore", "MemoryAttachmentStore", "build_read_image", "sniff_image"]
@@ -163,7 +163,10 @@ def build_read_image(cfg: ToolsConfig) -> ToolDefinition:
                 f'cannot read "{file_path}": {declared} images are not accepted by this deployment',
                 "FS_INVALID_ARGS",
             )
-        path, data = await anyio.to_thread.run_sync(_load, cfg, file_path, cfg.image_max_bytes)
+        try:
+            path, data = await anyio.to_thread.run_sync(_load, cfg, file_path, cfg.image_max_bytes)
+        except OSError as exc:
+            raise io_error(exc, "read", file_path) from exc
         try:
             sniffed = sniff_image(data)
         except (ValueError, struct.error):

@@ -199,7 +199,11 @@ class _Root:
         self.writable = writable
 
     def open(self) -> int:
-        return os.open(self.real, _DIR_FLAGS)
+        try:
+            return os.open(self.real, _DIR_FLAGS)
+        except FileNotFoundError:
+            # A runtime-owned directory that was never created: everything in it is missing.
+            raise _Missing([]) from None
 
     def strip(self, absolute: str) -> str | None:
         """``absolute`` relative to this root when written under one of its spellings."""
@@ -392,7 +396,10 @@ class Workspace:
         """
         root, rel, display = self._root_of(raw, write=False)
         if _OPENAT2:
-            handle = self._open_beneath(root, rel, display)
+            try:
+                handle = self._open_beneath(root, rel, display)
+            except _Missing:
+                handle = None
             if handle is not None:
                 return handle
         return self._open_walk(root, rel, display, raw)

@@ -20,7 +20,7 @@ from engine import AbortSignal, ToolDefinition, ToolOutput, text
 from ._catalog import define_catalog_tool, parameter_spec
 from ._common import arg, as_positive_int, is_blank, result_parts, text_of
 from ._config import ToolsConfig
-from ._errors import FsError
+from ._errors import FsError, io_error
 from ._fsio import DIGEST_MAX_BYTES, FileVersion, check_regular, open_readable, version_of
 from ._text import utf16_head, utf16_len
 
@@ -266,9 +266,12 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
                 )
             limit = checked
         window = _Window(offset, limit, cfg.read_max_line_length, cfg.read_max_bytes)
-        display, real, scanned = await anyio.to_thread.run_sync(
-            _scan, cfg, file_path, window, ctx.signal
-        )
+        try:
+            display, real, scanned = await anyio.to_thread.run_sync(
+                _scan, cfg, file_path, window, ctx.signal
+            )
+        except OSError as exc:
+            raise io_error(exc, "read", file_path) from exc
         policy = cfg.fs_policy
         if scanned is None:
             if policy is not None:

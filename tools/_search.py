@@ -24,7 +24,7 @@ from . import _rg
 from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
-from ._errors import FsError, SearchError
+from ._errors import FsError, SearchError, io_error
 from ._fsio import open_readable
 from ._rg import RgOutput, run_rg
 from ._text import js_json
@@ -158,7 +158,10 @@ async def search_target(cfg: ToolsConfig, tool: str, args: Any) -> SearchTarget:
         return SearchTarget(root=cfg.workspace.root, rel=None, in_workspace=True)
     if is_blank(path):
         raise SearchError("path must be a non-empty string when given", "SEARCH_INVALID_ARGS")
-    return await anyio.to_thread.run_sync(_locate, cfg, tool, str(path))
+    try:
+        return await anyio.to_thread.run_sync(_locate, cfg, tool, str(path))
+    except OSError as exc:
+        raise io_error(exc, "search", str(path)) from exc
 
 
 _warned_unconfined = False
@@ -216,16 +219,19 @@ def _line_texts(cfg: ToolsConfig, path: str, wanted: set[int]) -> dict[int, str]
     except FsError:
         return found
     last = max(wanted)
-    with os.fdopen(fd, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if number in wanted:
-                line = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
-                try:
-                    found[number] = line.decode("utf-8")
-                except UnicodeDecodeError:
-                    found[number] = "(line is not valid UTF-8)"
-            if number >= last:
-                break
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                if number in wanted:
+                    line = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
+                    try:
+                        found[number] = line.decode("utf-8")
+                    except UnicodeDecodeError:
+                        found[number] = "(line is not valid UTF-8)"
+                if number >= last:
+                    break
+    except OSError:
+        return {}  # unreadable now: nothing of it can be confirmed
     return found
 
 

@@ -22,7 +22,7 @@ from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
 from ._diff import diff_hunks
-from ._errors import FsError
+from ._errors import FsError, io_error
 from ._fsio import (
     FileVersion,
     check_regular,
@@ -219,11 +219,16 @@ def _meta(args: Any, value: Any) -> Any:
 async def _commit(
     cfg: ToolsConfig,
     ctx: Any,
+    verb: str,
     work: Callable[..., tuple[dict[str, Any], str, FileVersion]],
     *args: Any,
 ) -> Any:
-    """``work(cfg, agent, *args)`` in a worker thread; the written version goes to the policy."""
-    value, real, version = await anyio.to_thread.run_sync(work, cfg, ctx.agent, *args)
+    """``work(cfg, agent, raw, *rest)`` in a worker thread; the written version goes to the
+    policy."""
+    try:
+        value, real, version = await anyio.to_thread.run_sync(work, cfg, ctx.agent, *args)
+    except OSError as exc:
+        raise io_error(exc, verb, args[0]) from exc
     if cfg.fs_policy is not None:
         cfg.fs_policy.observe_present(ctx.agent, real, version)
     return value
@@ -235,7 +240,7 @@ def build_write(cfg: ToolsConfig) -> ToolDefinition:
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["file_path"]):
             raise FsError("file_path must be a non-empty string", "FS_INVALID_ARGS")
-        return await _commit(cfg, ctx, _write_file, args["file_path"], args["content"])
+        return await _commit(cfg, ctx, "write", _write_file, args["file_path"], args["content"])
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         verb = "Created file" if value["operation"] == "create" else "Updated file"
@@ -281,7 +286,7 @@ def build_edit(cfg: ToolsConfig) -> ToolDefinition:
         if old == new:
             raise FsError("old_string and new_string must differ", "FS_INVALID_ARGS")
         replace_all = arg(args, "replace_all") is True
-        return await _commit(cfg, ctx, _edit_file, args["file_path"], old, new, replace_all)
+        return await _commit(cfg, ctx, "edit", _edit_file, args["file_path"], old, new, replace_all)
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         if arg(args, "replace_all") is True:

@@ -85,3 +85,27 @@ async def test_every_fs_failure_has_a_code(policy_harness: Harness, workspace: P
     # After a read, the writes above go through: the codes named the real reason.
     await policy_harness.ok("read", {"file_path": "f.txt"})
     await policy_harness.ok("edit", {"file_path": "f.txt", "old_string": "one", "new_string": "1"})
+
+
+async def test_unanticipated_os_errors_are_coded(harness: Harness, workspace: Path) -> None:
+    long = "n" * 300  # longer than NAME_MAX: ENAMETOOLONG from the kernel
+    for name, args in [
+        ("read", {"file_path": long}),
+        ("write", {"file_path": long, "content": "x"}),
+        ("edit", {"file_path": long, "old_string": "a", "new_string": "b"}),
+        ("str_replace_editor", {"command": "view", "path": long}),
+        ("str_replace_editor", {"command": "create", "path": long, "file_text": "x"}),
+        ("grep", {"pattern": "x", "path": long}),
+        ("glob", {"pattern": "*", "path": long}),
+    ]:
+        message, code = error_of(await harness.fail(name, args))
+        assert code == "FS_IO_ERROR", (name, message)
+        assert message.endswith(f'"{long}": File name too long'), message
+
+
+async def test_a_runtime_directory_not_created_yet_reads_as_missing(
+    harness: Harness, output_dir: Path
+) -> None:
+    assert not output_dir.exists()
+    message, code = error_of(await harness.fail("read", {"file_path": str(output_dir / "x")}))
+    assert (message, code) == (f'cannot read "{output_dir / "x"}": not found', "FS_NOT_FOUND")
