@@ -111,7 +111,7 @@ def _runtime_files() -> tuple[str, ...]:
     """``rg``'s binary, dynamic loader, libraries and the loader cache: what it must read
     to start at all. The loader itself lists them (``LD_TRACE_LOADED_OBJECTS``)."""
     exe = rg_executable()
-    files = {os.path.realpath(exe), "/etc/ld.so.cache"}
+    files = {os.path.realpath(exe), "/etc/ld.so.cache", "/etc/ld.so.preload"}
     try:
         traced = subprocess.run(
             [exe],
