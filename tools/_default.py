@@ -56,6 +56,8 @@ def default_tools(
     glob_max_results: int = 100,
     grep_max_matches: int = 250,
     editor_max_output_chars: int = 16000,
+    max_result_bytes: int = 16 * 1024 * 1024,
+    allow_hardlinks: bool = False,
 ) -> list[ToolDefinition]:
     """The first-party tools, named as in the catalog, bound to ``workspace``.
 
@@ -83,6 +85,12 @@ def default_tools(
     - ``attachments``: where ``read_image`` stores images (default in memory).
     - ``read_limit``, ``glob_max_results``, ``grep_max_matches``, ``editor_max_output_chars``:
       the inline caps (their defaults reproduce the catalog descriptions exactly).
+    - ``max_result_bytes``: the largest file ``write``, ``edit`` and ``str_replace_editor``
+      may produce (or load to edit/view); larger results are refused with ``FS_TOO_LARGE``
+      before they are built.
+    - ``allow_hardlinks``: let the file tools read and replace regular files with more than
+      one hard link (refused by default: such a file may be another name of a file outside
+      the workspace).
     """
     space = Workspace(workspace)
     out_dir = (
@@ -113,6 +121,8 @@ def default_tools(
         glob_max_results=_positive("glob_max_results", glob_max_results),
         grep_max_matches=_positive("grep_max_matches", grep_max_matches),
         editor_max_output_chars=_positive("editor_max_output_chars", editor_max_output_chars),
+        max_result_bytes=_positive("max_result_bytes", max_result_bytes),
+        allow_hardlinks=bool(allow_hardlinks),
     )
     # Results report paths in these runtime-owned directories; let reads follow them.
     space.allow_reads_under(out_dir)
