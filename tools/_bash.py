@@ -23,7 +23,7 @@ from engine import AbortError, ToolDefinition, ToolOutput, text
 from ._catalog import catalog_entry, define_catalog_tool
 from ._common import arg, is_blank, result_parts, text_of
 from ._config import ToolsConfig, ensure_private_dir
-from ._errors import BashError
+from ._errors import BashError, FsError
 from ._jobs import Job
 from ._process import BashProcess, signal_name
 from ._text import js_json, utf8_tail
@@ -178,7 +178,13 @@ def _workdir(cfg: ToolsConfig, args: Any) -> str:
         raise BashError("invalid workdir: expected a non-empty string", _BAD_WORKDIR)
     try:
         resolved = cfg.workspace.resolve(raw, write=True)
-    except ValueError as exc:  # e.g. a NUL character; FsErrors keep their FS_* code
+    except FsError as exc:
+        # A malformed path (a NUL character) is a bad argument of this tool; confinement
+        # refusals keep their FS_* code.
+        if exc.code != "FS_INVALID_PATH":
+            raise
+        raise BashError(f"invalid workdir: {exc}", _BAD_WORKDIR) from None
+    except ValueError as exc:
         raise BashError(f"invalid workdir: {exc}", _BAD_WORKDIR) from None
     try:
         st = os.stat(resolved.real)
