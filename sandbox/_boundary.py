@@ -1,10 +1,11 @@
-"""The process boundary of a worker: namespaces, rlimits, credentials, seccomp.
+"""The process boundary of a worker: namespaces, filesystem, rlimits, credentials, seccomp.
 
 RestrictedPython is a guard layer; this module is the boundary. It runs inside the
 fork server (``isolate_server``, once) and inside each freshly forked worker
-(``prepare`` before the guest's event loop exists, ``lock_down`` right after), so it
-imports only the stdlib. Every layer that cannot be applied is reported as a *note*
-(``ReadyFrame.notes``) instead of failing the worker, so a host without root still runs
+(``prepare`` before the guest's event loop exists, ``apply_limits`` before the guest's
+per-worker warm-up, ``lock_down`` right after it), so it imports only the stdlib. Every
+layer that cannot be applied is reported as a *note* (``Hello.notes``,
+``ReadyFrame.notes``) instead of failing the worker, so a host without root still runs
 programs and says which layers are missing.
 """
 
@@ -17,10 +18,12 @@ import resource
 
 import msgspec
 
+from . import _landlock, _mountns
 from ._seccomp import SeccompUnavailable, install_filter
 
-__all__ = ["BoundarySpec", "isolate_server", "lock_down", "prepare"]
+__all__ = ["BoundarySpec", "Isolation", "apply_limits", "isolate_server", "lock_down", "prepare"]
 
+_CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
@@ -47,24 +50,47 @@ def _errno_text() -> str:
     return errno.errorcode.get(err, str(err))
 
 
-def isolate_server() -> list[str]:
-    """Give the fork server (and so every worker) a private, empty network namespace.
+class Isolation(msgspec.Struct, frozen=True):
+    """What ``isolate_server`` achieved: degraded layers, and whether workers can
+    ``chroot`` into the server's empty private root (``_mountns``)."""
 
-    As root: ``unshare(CLONE_NEWNET | CLONE_NEWIPC)``. Otherwise try an unprivileged user
-    namespace mapping only the current ids. Returns notes for whatever did not apply.
+    notes: list[str]
+    private_root: bool
+
+
+def isolate_server(workdir: str) -> Isolation:
+    """Move the fork server (and so every worker) into private namespaces.
+
+    Network and IPC: a private, empty network namespace. Mounts: a mount namespace of
+    its own in which ``workdir`` (an empty directory) becomes an empty read-only tmpfs,
+    the root each worker enters (``_mountns``). As root this is one
+    ``unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS)``; otherwise an unprivileged
+    user namespace mapping only the current ids provides the same. Returns notes for
+    whatever did not apply.
     """
     libc = _libc()
+    notes: list[str] = []
     if os.geteuid() == 0:
+        if libc.unshare(_CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWNS) == 0:
+            return _private_root(workdir, notes)
+        failure = _errno_text()
         if libc.unshare(_CLONE_NEWNET | _CLONE_NEWIPC) == 0:
-            return []
-        return [f"network namespace unavailable: unshare failed ({_errno_text()})"]
+            notes.append(f"mount namespace unavailable: unshare failed ({failure})")
+            return Isolation(notes, private_root=False)
+        return Isolation(
+            [f"network and mount namespaces unavailable: unshare failed ({failure})"],
+            private_root=False,
+        )
     uid, gid = os.geteuid(), os.getegid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        return [
-            "network namespace unavailable: not root and user namespaces are disabled "
-            f"({_errno_text()}); workers share the host network stack (seccomp still "
-            "denies new sockets)"
-        ]
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWNS) != 0:
+        return Isolation(
+            [
+                "network and mount namespaces unavailable: not root and user namespaces "
+                f"are disabled ({_errno_text()}); workers share the host network stack "
+                "(seccomp still denies new sockets) and the host filesystem"
+            ],
+            private_root=False,
+        )
     try:
         for path, text in (
             ("/proc/self/setgroups", "deny"),
@@ -74,8 +100,17 @@ def isolate_server() -> list[str]:
             with open(path, "w") as handle:
                 handle.write(text)
     except OSError as exc:
-        return [f"user namespace id mapping failed: {exc}"]
-    return []
+        return Isolation([f"user namespace id mapping failed: {exc}"], private_root=False)
+    return _private_root(workdir, notes)
+
+
+def _private_root(workdir: str, notes: list[str]) -> Isolation:
+    try:
+        _mountns.make_private_root(workdir)
+    except OSError as exc:
+        notes.append(f"private filesystem root unavailable: {exc.strerror}")
+        return Isolation(notes, private_root=False)
+    return Isolation(notes, private_root=True)
 
 
 def prepare(workdir: str) -> None:
@@ -89,12 +124,12 @@ def prepare(workdir: str) -> None:
     os.chdir(workdir)
 
 
-def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
-    """Apply rlimits, drop privileges and install seccomp; return notes for gaps.
+def apply_limits(spec: BoundarySpec) -> list[str]:
+    """Set the rlimits (soft == hard, while they can still be raised); notes for gaps.
 
-    Order matters: limits are set (soft == hard) while we may still raise them, then
-    credentials are dropped (which also clears the parent-death signal, so it is set
-    afterwards), and seccomp comes last because it forbids ``prctl`` and ``setrlimit``.
+    Called before the guest's per-worker warm-up, so that the warm-up is sized and
+    charged against the same limits as the run (the TypeScript guest sizes its QuickJS
+    heap from ``RLIMIT_AS``).
     """
     notes: list[str] = []
     limits = [
@@ -109,6 +144,28 @@ def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
             resource.setrlimit(which, (value, value))
         except (OSError, ValueError) as exc:
             notes.append(f"rlimit {which} not applied: {exc}")
+    return notes
+
+
+def lock_down(spec: BoundarySpec, parent_pid: int, root: str | None) -> list[str]:
+    """Confine the filesystem, drop privileges and install seccomp; notes for gaps.
+
+    ``root`` is the fork server's empty private root (``None`` when it has none). Runs
+    after the guest's warm-up, which may still read files (the TypeScript guest reads
+    ``/proc/self/statm``); nothing after this point can. Order matters: ``chroot``
+    needs the privilege that is dropped next; dropping credentials clears the
+    parent-death signal, so that is set afterwards; Landlock is applied to the final
+    credentials; seccomp comes last because it forbids ``chroot``, ``prctl`` and
+    ``setrlimit``.
+    """
+    notes: list[str] = []
+    chrooted = False
+    if root is not None:
+        try:
+            _mountns.enter_root(root)
+            chrooted = True
+        except OSError as exc:
+            notes.append(f"private filesystem root not entered: chroot failed ({exc.strerror})")
     if spec.drop_privileges and os.geteuid() == 0:
         try:
             os.setgroups([])
@@ -126,6 +183,7 @@ def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
     if os.getppid() != parent_pid:
         # The fork server died before the death signal was armed.
         os._exit(70)
+    notes.extend(_deny_filesystem(chrooted))
     if spec.seccomp:
         try:
             install_filter(os.getpid())
@@ -134,3 +192,22 @@ def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
     else:
         notes.append("seccomp disabled by configuration")
     return notes
+
+
+def _deny_filesystem(chrooted: bool) -> list[str]:
+    """Landlock on top of the private root (or instead of it); say what is missing."""
+    try:
+        _landlock.deny_all()
+    except _landlock.LandlockUnavailable as exc:
+        if chrooted:
+            return [f"Landlock unavailable ({exc}); the empty private root alone hides host files"]
+        return [
+            f"filesystem isolation unavailable: no private root and no Landlock ({exc}); "
+            f"a program that escapes the guards can read every file uid {os.geteuid()} may read"
+        ]
+    if chrooted:
+        return []
+    return [
+        "no private filesystem root: Landlock denies opening, listing and running host "
+        "files, but their metadata (stat, readlink) stays visible"
+    ]

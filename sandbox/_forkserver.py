@@ -2,8 +2,10 @@
 
 Started once per pool (``python -I -B -X utf8 -c ...``, empty environment). It imports the
 guest modules (RestrictedPython, msgspec, the allowed stdlib modules) and warms their lazy
-paths, moves itself into a private network namespace, freezes the GC so forked workers
-share its pages, and then serves a control socket:
+paths (after the fork, workers can no longer read a module from disk), moves itself into
+private network and mount namespaces with an empty read-only root for its workers
+(``_boundary.isolate_server``), freezes the GC so forked workers share its pages, and
+then serves a control socket:
 
 ::
 
@@ -33,8 +35,9 @@ from typing import Any
 
 import msgspec
 
-from ._boundary import BoundarySpec, isolate_server
+from ._boundary import BoundarySpec, Isolation, isolate_server
 from ._frames import FrameBuffer, encode_frame
+from ._mountns import release_root
 from ._worker_main import worker_main
 
 __all__ = ["Exited", "ForkFailed", "ForkRequest", "Forked", "Hello", "ServerConfig", "main"]
@@ -108,20 +111,23 @@ def main(config_json: str) -> None:
         warm = getattr(module, "warm", None)
         if callable(warm):
             warm()
-    notes = isolate_server()
     workdir = tempfile.mkdtemp(prefix="codemode-worker-")
     os.chmod(workdir, 0o555)
+    isolation = isolate_server(workdir)
     gc.collect()
     gc.freeze()
-    _Server(ctrl, config, workdir, notes).serve()
+    _Server(ctrl, config, workdir, isolation).serve()
 
 
 class _Server:
-    def __init__(self, ctrl: socket.socket, config: ServerConfig, workdir: str, notes: list[str]):
+    def __init__(
+        self, ctrl: socket.socket, config: ServerConfig, workdir: str, isolation: Isolation
+    ):
         self.ctrl = ctrl
         self.config = config
         self.workdir = workdir
-        self.notes = notes
+        self.notes = isolation.notes
+        self.private_root = isolation.private_root
         self.children: set[int] = set()
         self.fds: list[int] = []
         self.buffer = FrameBuffer(_CONTROL_FRAME_BYTES)
@@ -181,6 +187,7 @@ class _Server:
                     fd,
                     request.boundary,
                     self.workdir,
+                    self.private_root,
                     os.getppid(),
                     self.config.guests,
                     request.max_frame_bytes,
@@ -216,6 +223,8 @@ class _Server:
         self.reap(block=True)
         for fd in self.fds:
             os.close(fd)
+        if self.private_root:
+            release_root(self.workdir)
         try:
             os.rmdir(self.workdir)
         except OSError:
