@@ -18,12 +18,13 @@ import resource
 
 import msgspec
 
-from . import _landlock, _mountns
+from . import _landlock, _mountns, _pidns
 from ._seccomp import SeccompUnavailable, install_filter
 
 __all__ = ["BoundarySpec", "Isolation", "apply_limits", "isolate_server", "lock_down", "prepare"]
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
@@ -51,11 +52,14 @@ def _errno_text() -> str:
 
 
 class Isolation(msgspec.Struct, frozen=True):
-    """What ``isolate_server`` achieved: degraded layers, and whether workers can
-    ``chroot`` into the server's empty private root (``_mountns``)."""
+    """What ``isolate_server`` achieved: degraded layers; whether workers can ``chroot``
+    into the server's empty private root (``_mountns``); the PID namespace's init
+    (``_pidns``: its pid and the fd keeping it alive) when workers get one."""
 
     notes: list[str]
     private_root: bool
+    init_pid: int = 0
+    init_fd: int = -1
 
 
 def isolate_server(workdir: str) -> Isolation:
@@ -65,8 +69,9 @@ def isolate_server(workdir: str) -> Isolation:
     its own in which ``workdir`` (an empty directory) becomes an empty read-only tmpfs,
     the root each worker enters (``_mountns``). As root this is one
     ``unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS)``; otherwise an unprivileged
-    user namespace mapping only the current ids provides the same. Returns notes for
-    whatever did not apply.
+    user namespace mapping only the current ids provides the same. Then a PID namespace
+    for the workers (``_pidns``; the server itself stays in the host's). Returns notes
+    for whatever did not apply.
     """
     libc = _libc()
     notes: list[str] = []
@@ -105,12 +110,24 @@ def isolate_server(workdir: str) -> Isolation:
 
 
 def _private_root(workdir: str, notes: list[str]) -> Isolation:
+    private_root = True
     try:
         _mountns.make_private_root(workdir)
     except OSError as exc:
         notes.append(f"private filesystem root unavailable: {exc.strerror}")
-        return Isolation(notes, private_root=False)
-    return Isolation(notes, private_root=True)
+        private_root = False
+    if _libc().unshare(_CLONE_NEWPID) != 0:
+        notes.append(
+            f"pid namespace unavailable: unshare failed ({_errno_text()}); workers can "
+            "probe which host pids exist (seccomp still denies signalling or tracing them)"
+        )
+        return Isolation(notes, private_root)
+    try:
+        init_pid, init_fd = _pidns.start_init()
+    except OSError as exc:
+        notes.append(f"pid namespace unavailable: its init could not start ({exc})")
+        return Isolation(notes, private_root)
+    return Isolation(notes, private_root, init_pid, init_fd)
 
 
 def prepare(workdir: str) -> None:

@@ -128,7 +128,11 @@ class _Server:
         self.workdir = workdir
         self.notes = isolation.notes
         self.private_root = isolation.private_root
-        self.children: set[int] = set()
+        # The PID namespace's init (0 without one) is reaped like a worker, but its
+        # death ends the server: no worker can be forked into a namespace without it.
+        self.init_pid = isolation.init_pid
+        self.init_fd = isolation.init_fd
+        self.children: set[int] = {self.init_pid} if self.init_pid else set()
         self.fds: list[int] = []
         self.buffer = FrameBuffer(_CONTROL_FRAME_BYTES)
         self.decoder = msgspec.json.Decoder(ForkRequest)
@@ -150,6 +154,8 @@ class _Server:
                     if fd == wake_r:
                         _drain(wake_r)
                         self.reap(block=False)
+                        if self.init_pid == 0 and self.init_fd >= 0:
+                            return
                     elif not self.receive():
                         return
         except OSError:
@@ -188,6 +194,8 @@ class _Server:
                     request.boundary,
                     self.workdir,
                     self.private_root,
+                    # 0 inside a PID namespace (the server is outside it); a worker
+                    # orphaned early sees its init (1) instead and exits.
                     os.getppid(),
                     self.config.guests,
                     request.max_frame_bytes,
@@ -209,10 +217,14 @@ class _Server:
             if pid == 0:
                 return
             self.children.discard(pid)
-            if not block:
+            if pid == self.init_pid:
+                self.init_pid = 0
+            elif not block:
                 self.send(Exited(pid=pid, status=status, maxrss_kb=int(usage.ru_maxrss)))
 
     def shutdown(self) -> None:
+        if self.init_fd >= 0:
+            os.close(self.init_fd)  # the init exits, and the kernel kills every worker
         for pid in list(self.children):
             for kill in (os.killpg, os.kill):
                 try:
