@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import resource
 
@@ -20,6 +21,7 @@ import msgspec
 
 from . import _landlock, _mountns, _pidns
 from ._seccomp import SeccompUnavailable, install_filter
+from ._seccomp import prepare as _prepare_seccomp
 
 __all__ = ["BoundarySpec", "Isolation", "apply_limits", "isolate_server", "lock_down", "prepare"]
 
@@ -42,8 +44,13 @@ class BoundarySpec(msgspec.Struct, frozen=True, rename="camel"):
     drop_privileges: bool = True
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    # Made once in the fork server and inherited: a dlopen per fresh worker is costly.
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name in ("prctl", "unshare"):
+        getattr(libc, name)
+    return libc
 
 
 def _errno_text() -> str:
@@ -73,6 +80,7 @@ def isolate_server(workdir: str) -> Isolation:
     for the workers (``_pidns``; the server itself stays in the host's). Returns notes
     for whatever did not apply.
     """
+    _prepare_worker_lock_down()
     libc = _libc()
     notes: list[str] = []
     if os.geteuid() == 0:
@@ -107,6 +115,16 @@ def isolate_server(workdir: str) -> Isolation:
     except OSError as exc:
         return Isolation([f"user namespace id mapping failed: {exc}"], private_root=False)
     return _private_root(workdir, notes)
+
+
+def _prepare_worker_lock_down() -> None:
+    """Do in the fork server, once, what every worker's ``lock_down`` would repeat."""
+    _libc()
+    _landlock.prepare()
+    try:
+        _prepare_seccomp()
+    except SeccompUnavailable:
+        pass  # each worker reports it when its own install fails
 
 
 def _private_root(workdir: str, notes: list[str]) -> Isolation:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import platform
 
-__all__ = ["LandlockUnavailable", "abi_version", "deny_all"]
+__all__ = ["LandlockUnavailable", "abi_version", "deny_all", "prepare"]
 
 # Syscall numbers are the same on x86_64 and aarch64 (asm-generic table).
 _SYS_CREATE_RULESET = 444
@@ -54,7 +55,10 @@ class _RulesetAttr(ctypes.Structure):
     ]
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    # One handle, made in the fork server (``prepare``): a dlopen in each fresh worker
+    # costs more than the Landlock syscalls themselves.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return libc
@@ -65,6 +69,7 @@ def _error(what: str) -> LandlockUnavailable:
     return LandlockUnavailable(f"{what} failed ({errno.errorcode.get(err, str(err))})")
 
 
+@functools.cache
 def abi_version() -> int:
     """The kernel's Landlock ABI version, or 0 when Landlock is absent or disabled."""
     if platform.machine() not in _SUPPORTED_ARCHES:
@@ -77,6 +82,16 @@ def abi_version() -> int:
     return max(0, int(version))
 
 
+def prepare() -> None:
+    """Look up the ABI and the libc entry points ahead of the fork (in the fork server)."""
+    libc = _libc()
+    for name in ("prctl", "syscall", "close"):
+        getattr(libc, name)
+    if abi_version() > 0:
+        _attr_for(abi_version())
+
+
+@functools.cache
 def _attr_for(abi: int) -> tuple[_RulesetAttr, int]:
     fs = _FS_ABI1
     if abi >= 2:

@@ -9,6 +9,7 @@ hostile frames over the bridge.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from sandbox_helpers import bindings, err, ok
 
 from engine import AbortController, CodeRunRequest, CodeRunResult
 from sandbox import Limits, PythonRuntime
+from sandbox._seccomp import build_filter, packed_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -148,6 +150,14 @@ async def test_seccomp_denies(raw_runtime: PythonRuntime, call: str) -> None:
         "    os._exit(0)\n"
     )
     assert await probe(raw_runtime, program) in ("EPERM", "ENOSYS", "EACCES")
+
+
+@pytest.mark.parametrize("pid", [2, 4242, 2**22, 2**31 - 1])
+def test_the_precomputed_filter_is_the_built_filter(pid: int) -> None:
+    # Workers patch their pid into a template built once in the fork server; the result
+    # must be exactly the program build_filter describes (and the tests above check).
+    expected = b"".join(struct.pack("=HBBI", *insn) for insn in build_filter(pid))
+    assert packed_filter(pid) == expected
 
 
 async def test_subprocess_is_impossible(raw_runtime: PythonRuntime) -> None:
