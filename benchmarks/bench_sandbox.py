@@ -119,9 +119,10 @@ def ours_lock_down(count: int) -> list[float]:
         for _ in range(count):
             pid = os.fork()
             if pid == 0:
+                os.chdir(root)
                 start = time.perf_counter_ns()
                 _boundary.apply_limits(spec)
-                _boundary.lock_down(spec, os.getppid(), root if os.geteuid() == 0 else None)
+                _boundary.lock_down(spec, os.getppid(), os.geteuid() == 0)
                 os.write(write_end, (time.perf_counter_ns() - start).to_bytes(8, "little"))
                 os._exit(0)
             os.waitpid(pid, 0)

@@ -148,15 +148,14 @@ def _private_root(workdir: str, notes: list[str]) -> Isolation:
     return Isolation(notes, private_root, init_pid, init_fd)
 
 
-def prepare(workdir: str) -> None:
-    """Empty environment, stdio on /dev/null, working directory ``workdir``."""
+def prepare() -> None:
+    """Empty environment, stdio on /dev/null (the cwd is already the empty directory)."""
     os.environ.clear()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     if null > 2:
         os.close(null)
-    os.chdir(workdir)
 
 
 def apply_limits(spec: BoundarySpec) -> list[str]:
@@ -182,10 +181,11 @@ def apply_limits(spec: BoundarySpec) -> list[str]:
     return notes
 
 
-def lock_down(spec: BoundarySpec, parent_pid: int, root: str | None) -> list[str]:
+def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[str]:
     """Confine the filesystem, drop privileges and install seccomp; notes for gaps.
 
-    ``root`` is the fork server's empty private root (``None`` when it has none). Runs
+    With ``private_root``, the working directory is the fork server's empty private
+    root and becomes the worker's root. Runs
     after the guest's warm-up, which may still read files (the TypeScript guest reads
     ``/proc/self/statm``); nothing after this point can. Order matters: ``chroot``
     needs the privilege that is dropped next; dropping credentials clears the
@@ -195,9 +195,9 @@ def lock_down(spec: BoundarySpec, parent_pid: int, root: str | None) -> list[str
     """
     notes: list[str] = []
     chrooted = False
-    if root is not None:
+    if private_root:
         try:
-            _mountns.enter_root(root)
+            _mountns.enter_root()
             chrooted = True
         except OSError as exc:
             notes.append(f"private filesystem root not entered: chroot failed ({exc.strerror})")

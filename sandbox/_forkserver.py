@@ -114,18 +114,27 @@ def main(config_json: str) -> None:
     workdir = tempfile.mkdtemp(prefix="codemode-worker-")
     os.chmod(workdir, 0o555)
     isolation = isolate_server(workdir)
+    # Workers enter their root through this descriptor, never by path: what they chroot
+    # into is the directory (or tmpfs) set up here, whatever happens to the path later.
+    root_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     gc.collect()
     gc.freeze()
-    _Server(ctrl, config, workdir, isolation).serve()
+    _Server(ctrl, config, workdir, root_fd, isolation).serve()
 
 
 class _Server:
     def __init__(
-        self, ctrl: socket.socket, config: ServerConfig, workdir: str, isolation: Isolation
+        self,
+        ctrl: socket.socket,
+        config: ServerConfig,
+        workdir: str,
+        root_fd: int,
+        isolation: Isolation,
     ):
         self.ctrl = ctrl
         self.config = config
         self.workdir = workdir
+        self.root_fd = root_fd
         self.notes = isolation.notes
         self.private_root = isolation.private_root
         # The PID namespace's init (0 without one) is reaped like a worker, but its
@@ -192,7 +201,7 @@ class _Server:
                 worker_main(
                     fd,
                     request.boundary,
-                    self.workdir,
+                    self.root_fd,
                     self.private_root,
                     # 0 inside a PID namespace (the server is outside it); a worker
                     # orphaned early sees its init (1) instead and exits.
@@ -235,6 +244,7 @@ class _Server:
         self.reap(block=True)
         for fd in self.fds:
             os.close(fd)
+        os.close(self.root_fd)
         if self.private_root:
             release_root(self.workdir)
         try:

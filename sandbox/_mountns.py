@@ -8,8 +8,9 @@ Split so that a worker's share of the cost is two cheap syscalls:
   to the host, and mount an empty, read-only ``tmpfs`` on the server's work directory.
   The host never sees that mount (it lives only in the server's namespace), and being
   read-only and empty, nothing can be planted in it;
-- per worker (``enter_root``), while it still has ``CAP_SYS_CHROOT``: ``chroot`` into
-  that directory and ``chdir("/")``. The worker then drops to ``nobody`` and installs
+- per worker (``enter_root``), while it still has ``CAP_SYS_CHROOT``: ``chroot(".")``
+  into that directory (the worker changes into it through the server's descriptor, so no
+  path is resolved again) and ``chdir("/")``. The worker then drops to ``nobody`` and installs
   seccomp (which refuses ``chroot``, ``mount``, ``unshare``, ``setns``, ``open_by_handle_at``),
   it holds no directory descriptor from outside (the worker closes every inherited one
   but the bridge) and there is no ``/proc`` to walk through another process's ``root``
@@ -38,6 +39,7 @@ _MS_NOEXEC = 0x8
 _MS_REC = 0x4000
 _MS_PRIVATE = 0x40000
 _MNT_DETACH = 0x2
+_UMOUNT_NOFOLLOW = 0x8
 
 
 def _libc() -> ctypes.CDLL:
@@ -66,11 +68,14 @@ def make_private_root(path: str) -> None:
 
 
 def release_root(path: str) -> None:
-    """Unmount what ``make_private_root`` mounted (so the directory can be removed)."""
-    _libc().umount2(os.fsencode(path), _MNT_DETACH)
+    """Unmount what ``make_private_root`` mounted (so the directory can be removed).
+
+    Not following a symlink: the path may have been replaced since (workers never use it).
+    """
+    _libc().umount2(os.fsencode(path), _MNT_DETACH | _UMOUNT_NOFOLLOW)
 
 
-def enter_root(path: str) -> None:
-    """Make ``path`` this process's root and working directory (needs CAP_SYS_CHROOT)."""
-    os.chroot(path)
+def enter_root() -> None:
+    """Make the working directory this process's root (needs CAP_SYS_CHROOT)."""
+    os.chroot(".")
     os.chdir("/")

@@ -35,7 +35,7 @@ _MAX_FD = 1 << 20
 def worker_main(
     bridge_fd: int,
     spec: _boundary.BoundarySpec,
-    workdir: str,
+    root_fd: int,
     private_root: bool,
     parent_pid: int,
     guests: dict[str, str],
@@ -46,12 +46,15 @@ def worker_main(
     code = 0
     bridge: WorkerBridge | None = None
     try:
+        # Into the server's empty directory (its private root, when it has one) by
+        # descriptor, before that descriptor is closed with the rest.
+        os.fchdir(root_fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.closerange(3, bridge_fd)
         os.closerange(bridge_fd + 1, _MAX_FD)
         os.setsid()
-        _boundary.prepare(workdir)
+        _boundary.prepare()
         sock = socket.socket(fileno=bridge_fd)
         loop = asyncio.new_event_loop()
         notes = _boundary.apply_limits(spec)
@@ -63,7 +66,7 @@ def worker_main(
                     warm(loop)
                 else:
                     warm(loop, options)
-        notes += _boundary.lock_down(spec, parent_pid, workdir if private_root else None)
+        notes += _boundary.lock_down(spec, parent_pid, private_root)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
         run = bridge.read_run()

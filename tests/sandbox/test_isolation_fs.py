@@ -191,6 +191,34 @@ async def test_the_worker_root_is_the_empty_private_tmpfs(raw_runtime: PythonRun
     assert root not in {line.split()[4] for line in read_lines("/proc/self/mountinfo")}
 
 
+@ROOT_ONLY
+async def test_replacing_the_root_directory_on_the_host_changes_nothing() -> None:
+    # The host sees the server's work directory as a plain empty directory (the tmpfs is
+    # mounted only in the server's namespace). A host process (a /tmp cleaner, a
+    # hostile same-uid process) may remove it and put a symlink to / in its place:
+    # workers enter their root through the server's descriptor, never by that path.
+    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    async with PythonRuntime(Limits(pool_size=1), _guests=guests) as runtime:
+        pool = runtime._pool
+        assert pool is not None
+        worker = await pool._spawn()
+        host_path = os.readlink(f"/proc/{worker.pid}/cwd")
+        worker.kill()
+        worker.close()
+        os.rmdir(host_path)
+        os.symlink("/", host_path)
+        try:
+            program = "import os\nresult = [os.path.exists('/etc'), os.path.exists('/tmp')]"
+            for _ in range(3):  # the idle worker forked before, and fresh ones after
+                assert await probe(runtime, program) == [False, False]
+            fresh = await pool._spawn()
+            assert fresh.notes == []
+            fresh.kill()
+            fresh.close()
+        finally:
+            os.unlink(host_path)
+
+
 async def test_what_programs_use_still_works_with_no_file_behind_it(
     raw_runtime: PythonRuntime,
 ) -> None:
@@ -226,7 +254,7 @@ import json, os, sys
 from sandbox import _boundary
 secret_path, source = sys.argv[1], sys.argv[2]
 spec = _boundary.BoundarySpec(memory_bytes=1 << 30, cpu_seconds=10)
-notes = _boundary.apply_limits(spec) + _boundary.lock_down(spec, os.getppid(), None)
+notes = _boundary.apply_limits(spec) + _boundary.lock_down(spec, os.getppid(), False)
 answers = {}
 for name, action in (
     ("passwd", lambda: open("/etc/passwd").read()),
