@@ -23,7 +23,15 @@ from . import _landlock, _mountns, _pidns
 from ._seccomp import SeccompUnavailable, install_filter
 from ._seccomp import prepare as _prepare_seccomp
 
-__all__ = ["BoundarySpec", "Isolation", "apply_limits", "isolate_server", "lock_down", "prepare"]
+__all__ = [
+    "BoundarySpec",
+    "Isolation",
+    "apply_limits",
+    "isolate_server",
+    "lock_down",
+    "prepare",
+    "remove_workdir",
+]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWPID = 0x20000000
@@ -141,11 +149,22 @@ def _private_root(workdir: str, notes: list[str]) -> Isolation:
         )
         return Isolation(notes, private_root)
     try:
-        init_pid, init_fd = _pidns.start_init()
+        init_pid, init_fd = _pidns.start_init(lambda: remove_workdir(workdir, private_root))
     except OSError as exc:
         notes.append(f"pid namespace unavailable: its init could not start ({exc})")
         return Isolation(notes, private_root)
     return Isolation(notes, private_root, init_pid, init_fd)
+
+
+def remove_workdir(workdir: str, private_root: bool) -> None:
+    """The fork server's clean-up, also run by its PID namespace's init (``_pidns``)
+    once the server is gone, however it ended."""
+    if private_root:
+        _mountns.release_root(workdir)
+    try:
+        os.rmdir(workdir)
+    except OSError:
+        pass
 
 
 def prepare() -> None:

@@ -35,9 +35,8 @@ from typing import Any
 
 import msgspec
 
-from ._boundary import BoundarySpec, Isolation, isolate_server
+from ._boundary import BoundarySpec, Isolation, isolate_server, remove_workdir
 from ._frames import FrameBuffer, encode_frame
-from ._mountns import release_root
 from ._worker_main import worker_main
 
 __all__ = ["Exited", "ForkFailed", "ForkRequest", "Forked", "Hello", "ServerConfig", "main"]
@@ -245,12 +244,7 @@ class _Server:
         for fd in self.fds:
             os.close(fd)
         os.close(self.root_fd)
-        if self.private_root:
-            release_root(self.workdir)
-        try:
-            os.rmdir(self.workdir)
-        except OSError:
-            pass
+        remove_workdir(self.workdir, self.private_root)
 
 
 def _drain(fd: int) -> None:

@@ -12,41 +12,44 @@ The first child becomes the namespace's PID 1, and when PID 1 exits the kernel k
 every process in the namespace and refuses further forks into it. So the server's first
 fork is a dedicated, idle init (``start_init``): it holds the read end of a pipe whose
 write end only the server keeps, and exits when that end closes (the server exited or
-died) — taking every worker with it. The server treats the init's death as its own.
+died, even by SIGKILL) — taking every worker with it. Being the one process certain to
+outlive the server, it also runs the server's clean-up (``on_exit``: remove the work
+directory), which a killed server cannot. The server treats the init's death as its
+own.
 
 Only the stdlib is imported: this runs in the fork server.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
+from collections.abc import Callable
 from typing import NoReturn
 
 __all__ = ["start_init"]
 
-_PR_SET_PDEATHSIG = 1
 _MAX_FD = 1 << 20
 
 
-def start_init() -> tuple[int, int]:
+def start_init(on_exit: Callable[[], None]) -> tuple[int, int]:
     """Fork the namespace's PID 1; return its (host) pid and the fd that keeps it alive.
 
-    Must be the first fork after ``unshare(CLONE_NEWPID)``. Raises ``OSError``.
+    ``on_exit`` runs in the init once the server is gone. Must be the first fork after
+    ``unshare(CLONE_NEWPID)``. Raises ``OSError``.
     """
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _init(read_end)
+        _init(read_end, on_exit)
     os.close(read_end)
     return pid, write_end
 
 
-def _init(read_end: int) -> NoReturn:
+def _init(read_end: int, on_exit: Callable[[], None]) -> NoReturn:
+    # No parent-death signal: it would kill the init before ``on_exit``. The pipe is
+    # as reliable: the kernel closes the server's end however the server ends.
     try:
-        # A second net: the kernel's death signal if the server dies abruptly.
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.closerange(0, read_end)
         os.closerange(read_end + 1, _MAX_FD)
         # Orphaned workers are re-parented here; reap them without a handler.
@@ -55,5 +58,6 @@ def _init(read_end: int) -> NoReturn:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while os.read(read_end, 1):
             pass
+        on_exit()
     finally:
         os._exit(0)
