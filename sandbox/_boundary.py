@@ -106,9 +106,10 @@ def isolate_server(workdir: str) -> Isolation:
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWNS) != 0:
         return Isolation(
             [
-                "network and mount namespaces unavailable: not root and user namespaces "
-                f"are disabled ({_errno_text()}); workers share the host network stack "
-                "(seccomp still denies new sockets) and the host filesystem"
+                "network, mount and pid namespaces unavailable: not root and user "
+                f"namespaces are disabled ({_errno_text()}); workers share the host "
+                "network stack (seccomp still denies new sockets), can probe which host "
+                "pids exist, and have no private filesystem root"
             ],
             private_root=False,
         )
@@ -204,9 +205,9 @@ def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[s
     """Confine the filesystem, drop privileges and install seccomp; notes for gaps.
 
     With ``private_root``, the working directory is the fork server's empty private
-    root and becomes the worker's root. Runs
-    after the guest's warm-up, which may still read files (the TypeScript guest reads
-    ``/proc/self/statm``); nothing after this point can. Order matters: ``chroot``
+    root and becomes the worker's root. Runs after the guest's warm-up, which may still
+    read files (the TypeScript guest reads ``/proc/self/statm``); nothing after this
+    point can. Order matters: ``chroot``
     needs the privilege that is dropped next; dropping credentials clears the
     parent-death signal, so that is set afterwards; Landlock is applied to the final
     credentials; seccomp comes last because it forbids ``chroot``, ``prctl`` and

@@ -3,9 +3,9 @@
 Started once per pool (``python -I -B -X utf8 -c ...``, empty environment). It imports the
 guest modules (RestrictedPython, msgspec, the allowed stdlib modules) and warms their lazy
 paths (after the fork, workers can no longer read a module from disk), moves itself into
-private network and mount namespaces with an empty read-only root for its workers
-(``_boundary.isolate_server``), freezes the GC so forked workers share its pages, and
-then serves a control socket:
+private network and mount namespaces with an empty read-only root for its workers and
+has them born in a PID namespace of their own (``_boundary.isolate_server``), freezes
+the GC so forked workers share its pages, and then serves a control socket:
 
 ::
 
@@ -140,6 +140,7 @@ class _Server:
         # death ends the server: no worker can be forked into a namespace without it.
         self.init_pid = isolation.init_pid
         self.init_fd = isolation.init_fd
+        self.has_init = bool(isolation.init_pid)
         self.children: set[int] = {self.init_pid} if self.init_pid else set()
         self.fds: list[int] = []
         self.buffer = FrameBuffer(_CONTROL_FRAME_BYTES)
@@ -162,8 +163,8 @@ class _Server:
                     if fd == wake_r:
                         _drain(wake_r)
                         self.reap(block=False)
-                        if self.init_pid == 0 and self.init_fd >= 0:
-                            return
+                        if self.has_init and not self.init_pid:
+                            return  # the init died (reaped): no more forks possible
                     elif not self.receive():
                         return
         except OSError:

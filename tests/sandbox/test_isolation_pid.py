@@ -123,6 +123,8 @@ async def test_the_init_dies_with_the_fork_server_and_takes_the_workers() -> Non
             await anyio.sleep(0.01)
         assert [pid for pid in members if not gone(pid)] == []
         assert gone(init)
+        # The pool starts a new server (and closing it mid-start would be another race).
+        assert ok(await run("return 2")) == 2
 
 
 async def test_a_dead_init_ends_its_fork_server_and_the_pool_recovers() -> None:
