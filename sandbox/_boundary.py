@@ -15,6 +15,7 @@ import ctypes
 import errno
 import functools
 import os
+import platform
 import resource
 
 import msgspec
@@ -40,6 +41,8 @@ _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_PDEATHSIG = 1
 _NOBODY = 65534
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 class BoundarySpec(msgspec.Struct, frozen=True, rename="camel"):
@@ -56,7 +59,7 @@ class BoundarySpec(msgspec.Struct, frozen=True, rename="camel"):
 def _libc() -> ctypes.CDLL:
     # Made once in the fork server and inherited: a dlopen per fresh worker is costly.
     libc = ctypes.CDLL(None, use_errno=True)
-    for name in ("prctl", "unshare"):
+    for name in ("prctl", "unshare", "syscall"):
         getattr(libc, name)
     return libc
 
@@ -232,6 +235,9 @@ def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[s
             notes.append(f"privilege drop failed: {exc}")
     elif spec.drop_privileges:
         notes.append("privilege drop skipped: not running as root")
+        # Inside the fork server's user namespace the worker holds every capability
+        # there (over its own namespaces only); it needs none of them.
+        notes.extend(_drop_capabilities())
     libc = _libc()
     if libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
         notes.append(f"parent-death signal unavailable ({_errno_text()})")
@@ -247,6 +253,30 @@ def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[s
     else:
         notes.append("seccomp disabled by configuration")
     return notes
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _drop_capabilities() -> list[str]:
+    """Clear the effective, permitted and inheritable sets (``capset``); notes on failure."""
+    nr = _SYS_CAPSET.get(platform.machine())
+    if nr is None:
+        return [f"capabilities not dropped: unsupported architecture {platform.machine()!r}"]
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()  # all zero: 64 capability bits in two 32-bit words
+    if _libc().syscall(nr, ctypes.byref(header), ctypes.byref(data)) != 0:
+        return [f"capabilities not dropped: capset failed ({_errno_text()})"]
+    return []
 
 
 def _deny_filesystem(chrooted: bool) -> list[str]:
