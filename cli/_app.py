@@ -34,6 +34,7 @@ from ._compose import (
     RunLimits,
     detect_language,
     open_session,
+    state_parent,
 )
 
 __all__ = ["app", "main"]
@@ -189,6 +190,12 @@ def _root(
 def _check_workspace(workspace: Path) -> Path:
     if not workspace.is_dir():
         raise _usage(f"workspace {str(workspace)!r} is not a directory")
+    if state_parent(workspace) is None:
+        # Job output and spilled results must live outside the file tools' reach.
+        raise _usage(
+            f"workspace {str(workspace)!r} contains every directory codemode could keep its "
+            "private state in; set TMPDIR to a writable directory outside the workspace"
+        )
     return workspace.resolve()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ __all__ = [
     "Session",
     "detect_language",
     "open_session",
+    "state_parent",
 ]
 
 LANGUAGES = ("python", "typescript")
@@ -43,6 +45,23 @@ _EXTENSIONS = {".py": "python", ".ts": "typescript", ".mts": "typescript", ".js"
 
 # Results larger than this (UTF-8 bytes) are spilled to a file with a preview inline.
 _MAX_INLINE_BYTES = 64 * 1024
+
+
+def state_parent(workspace: Path) -> Path | None:
+    """Where this run's private state directory goes: the first of ``$TMPDIR`` (or the
+    system temporary directory), ``/var/tmp``, ``/dev/shm`` and ``~/.cache`` that exists,
+    is writable and lies outside ``workspace``; ``None`` when every one is inside it.
+
+    Job output and spilled results must stay out of the file tools' reach, so a workspace
+    such as ``/tmp`` moves the state elsewhere instead of failing.
+    """
+    root = os.path.realpath(workspace)
+    for candidate in (tempfile.gettempdir(), "/var/tmp", "/dev/shm", "~/.cache"):
+        real = os.path.realpath(os.path.expanduser(candidate))
+        inside = root == os.sep or real == root or real.startswith(root + os.sep)
+        if not inside and os.path.isdir(real) and os.access(real, os.W_OK | os.X_OK):
+            return Path(real)
+    return None
 
 
 def detect_language(path: str | None, explicit: str | None) -> str:
@@ -110,7 +129,13 @@ async def open_session(
     """
     import tools as first_party
 
-    state_dir = Path(tempfile.mkdtemp(prefix="codemode-"))
+    parent = state_parent(workspace)
+    if parent is None:
+        raise ValueError(
+            f"workspace {str(workspace)!r} contains every state directory candidate; "
+            "set TMPDIR to a directory outside it"
+        )
+    state_dir = Path(tempfile.mkdtemp(prefix="codemode-", dir=parent))
     async with contextlib.AsyncExitStack() as stack:
         if not keep_state:
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
@@ -124,7 +149,9 @@ async def open_session(
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")
         SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)
-        jobs = await stack.enter_async_context(first_party.JobManager())
+        jobs = await stack.enter_async_context(
+            first_party.JobManager(output_dir=state_dir / "jobs")
+        )
         fs_policy = first_party.FsObservationPolicy()
         fs_policy.install(runtime)
         for definition in first_party.default_tools(

@@ -236,3 +236,39 @@ def test_unknown_keys_are_named_in_the_run_output(lang: str, program: str, tmp_p
     assert payload["value"]["logs"] == ['read ignored unknown key "limt" (did you mean "limit"?)']
     # The key was passed on: the call ran and was logged with it.
     assert payload["events"][0]["arguments"] == {"file_path": "notes.txt", "limt": 1}
+
+
+# ------------------------------------------------------------------ state directory
+
+
+def test_a_workspace_holding_the_temp_dir_keeps_job_output_outside_it(tmp_path: Path) -> None:
+    # With TMPDIR inside the workspace (as with ``-w /tmp``), the private state (job
+    # output, spills) moves to the next candidate outside the workspace instead of
+    # failing or landing where the file tools can read it.
+    inner_tmp = tmp_path / "tmp"
+    inner_tmp.mkdir()
+    program = (
+        'r = await tools.bash({"command": "echo from-job", "description": "job",'
+        ' "run_in_background": True})\n'
+        'out = await tools.job_output({"job_id": r["jobId"], "block": True})\n'
+        "return out\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(inner_tmp)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "run", "-", "-w", str(tmp_path), "--json"],
+        input=program,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "from-job" in json.dumps(json.loads(proc.stdout)["value"])
+    assert list(inner_tmp.iterdir()) == []
+
+
+def test_a_workspace_containing_every_state_candidate_is_a_usage_error() -> None:
+    proc = codemode("run", "-", "-w", "/", stdin="return 1")
+    assert proc.returncode == 2
+    assert "set TMPDIR to a writable directory outside the workspace" in proc.stderr
