@@ -91,22 +91,39 @@ def _fits_float(value: int) -> bool:
     return True
 
 
-def _check_scalar(value: Any, path: str) -> Any:
+# A path is rendered only when an error is raised: building ``f"{path}.{key}"`` for every
+# node costs O(depth) per node, O(depth²) for a deep value (a 200,000-deep argument once
+# took minutes and gigabytes). A path is the root label (str) or ``(parent, key_or_index)``.
+_PathNode = Any
+
+
+def _render(path: _PathNode) -> str:
+    segments: list[str | int] = []
+    while not isinstance(path, str):
+        path, segment = path
+        segments.append(segment)
+    parts = [path]
+    for segment in reversed(segments):
+        parts.append(f"[{segment}]" if isinstance(segment, int) else f".{segment}")
+    return "".join(parts)
+
+
+def _check_scalar(value: Any, path: _PathNode) -> Any:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, int):
         if not _fits_float(value):
             # Unbounded Python ints past float range have no JSON-number reading (JS: Infinity).
-            raise LosslessJsonError(f"{path}: integer too large for a finite JSON number")
+            raise LosslessJsonError(f"{_render(path)}: integer too large for a finite JSON number")
         # ``int`` subclasses (IntEnum, ...) are normalised to plain ints; bool handled above.
         return int(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise LosslessJsonError(f"{path}: {value!r} is not a finite JSON number")
+            raise LosslessJsonError(f"{_render(path)}: {value!r} is not a finite JSON number")
         if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise LosslessJsonError(f"{path}: -0.0 is not lossless JSON")
+            raise LosslessJsonError(f"{_render(path)}: -0.0 is not lossless JSON")
         return float(value)
-    raise LosslessJsonError(f"{path}: {type(value).__name__} is not a JSON value")
+    raise LosslessJsonError(f"{_render(path)}: {type(value).__name__} is not a JSON value")
 
 
 class _Slow(Exception):
@@ -213,16 +230,20 @@ def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
     list_t: type[list[Any]] = FrozenList if freeze else list
     if not isinstance(value, (dict, list)):
         return _check_scalar(value, label)
-    # Iterative post-order build: each frame is (source, path, collected children).
+    # Iterative post-order build. Each frame: (source, path, collected children, items).
+    # Paths are linked nodes, rendered only for an error message (see ``_render``), so
+    # the cost is linear in the value's size whatever its depth.
     active: set[int] = set()
     root_out: list[Any] = []
-    stack: list[tuple[Any, str, list[Any], Any]] = []
+    stack: list[tuple[Any, _PathNode, list[Any], Any]] = []
 
-    def push(container: Any, path: str) -> None:
+    def push(container: Any, path: _PathNode) -> None:
         if id(container) in active:
-            raise LosslessJsonError(f"{path}: cycle detected")
+            raise LosslessJsonError(f"{_render(path)}: cycle detected")
         if type(container) not in (dict, list, FrozenDict, FrozenList):
-            raise LosslessJsonError(f"{path}: {type(container).__name__} is not a JSON value")
+            raise LosslessJsonError(
+                f"{_render(path)}: {type(container).__name__} is not a JSON value"
+            )
         active.add(id(container))
         if isinstance(container, dict):
             items = iter(list(container.items()))
@@ -233,26 +254,26 @@ def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
     push(value, label)
     while stack:
         container, path, out, items = stack[-1]
+        is_dict = isinstance(container, dict)
         advanced = False
         for key, child in items:
-            if isinstance(container, dict):
-                if not isinstance(key, str):
-                    raise LosslessJsonError(f"{path}: key {key!r} is not a string")
-                child_path = f"{path}.{key}"
-            else:
-                child_path = f"{path}[{key}]"
+            if is_dict and not isinstance(key, str):
+                raise LosslessJsonError(f"{_render(path)}: key {key!r} is not a string")
             if isinstance(child, (dict, list)):
+                if freeze and type(child) in (FrozenDict, FrozenList) and _is_sealed(child):
+                    out.append((key, child))  # already known lossless and frozen
+                    continue
                 out.append((key, None))
-                push(child, child_path)
+                push(child, (path, key))
                 advanced = True
                 break
-            out.append((key, _check_scalar(child, child_path)))
+            out.append((key, _check_scalar(child, (path, key))))
         if advanced:
             continue
         stack.pop()
         active.discard(id(container))
         built: Any
-        if isinstance(container, dict):
+        if is_dict:
             built = dict_t((k, v) for k, v in out)
         else:
             built = list_t(v for _k, v in out)
@@ -269,6 +290,8 @@ def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
 
 def is_lossless(value: Any) -> bool:
     """True when ``snapshot(value)`` would succeed."""
+    if type(value) in (FrozenDict, FrozenList) and _is_sealed(value):
+        return True  # built by ``snapshot``: known lossless, no copy needed to tell
     try:
         snapshot(value, freeze=False)
     except LosslessJsonError:

@@ -20,12 +20,17 @@ imported by worker processes too, so it depends on msgspec and the stdlib only.
 Values may nest deeper than msgspec's codec can recurse (a 5,000-deep argument is
 lossless JSON, and QuickJS builds one iteratively): ``encode_payload`` and
 ``decode_frame`` fall back to iterative writers/readers for the ``args``/``value`` field
-when msgspec raises ``RecursionError``, so depth is bounded by the frame cap only.
+when msgspec raises ``RecursionError``. Given ``max_depth`` (the host passes
+``Limits.max_nesting_depth``), both bound the nesting while they work: ``decode_frame``
+replaces a value field nested deeper than the cap with a ``TooDeep`` marker (the
+container past the cap is skipped, never built), so the host can fail that one call
+cheaply; ``encode_payload`` raises ``NestingError``.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, TypeVar
 
 import msgspec
@@ -38,15 +43,18 @@ __all__ = [
     "ErrorSpec",
     "FrameBuffer",
     "LogFrame",
+    "NestingError",
     "ReadyFrame",
     "ResultFrame",
     "RunFrame",
+    "TooDeep",
     "decode_frame",
     "dumps_deep",
     "encode_frame",
     "encode_payload",
     "loads_deep",
     "json_string_length",
+    "nesting_exceeds",
     "sanitize_text",
     "truncate_to_json_length",
 ]
@@ -140,12 +148,74 @@ _T = TypeVar("_T")
 _VALUE_FIELDS = ("args", "value")
 
 
-def encode_payload(frame: msgspec.Struct) -> bytes:
-    """Serialise one frame (no length prefix); deep ``args``/``value`` are written iteratively."""
+class NestingError(ValueError):
+    """A value nests deeper than the cap it was checked against."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"value nests deeper than {limit:,} levels")
+        self.limit = limit
+
+
+class TooDeep:
+    """What ``decode_frame`` puts in place of a value field nested deeper than its cap."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __repr__(self) -> str:
+        return f"TooDeep({self.limit})"
+
+
+def _native_bounded(max_depth: int) -> bool:
+    # msgspec recurses once per nesting level and raises RecursionError at the
+    # interpreter's limit, so a value it handled nests less deeply than that limit; only
+    # a cap below it needs a separate check.
+    return max_depth >= sys.getrecursionlimit()
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers (dict/list/tuple) more than ``limit`` levels deep.
+
+    Iterative, and stops at the first container past the cap. A scalar has depth 0,
+    ``[1]`` depth 1.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > limit:
+            return True
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def encode_payload(frame: msgspec.Struct, *, max_depth: int | None = None) -> bytes:
+    """Serialise one frame (no length prefix); deep ``args``/``value`` are written iteratively.
+
+    With ``max_depth``, raises ``NestingError`` when a value field nests deeper.
+    """
     try:
-        return _encoder.encode(frame)
+        data = _encoder.encode(frame)
     except RecursionError:
         pass
+    else:
+        if max_depth is not None and not _native_bounded(max_depth):
+            for name in _VALUE_FIELDS:
+                if nesting_exceeds(getattr(frame, name, None), max_depth):
+                    raise NestingError(max_depth)
+        return data
+    if max_depth is not None:
+        for name in _VALUE_FIELDS:
+            if nesting_exceeds(getattr(frame, name, None), max_depth):
+                raise NestingError(max_depth)
     changes = {
         name: msgspec.Raw(dumps_deep(getattr(frame, name)))
         for name in _VALUE_FIELDS
@@ -154,29 +224,51 @@ def encode_payload(frame: msgspec.Struct) -> bytes:
     return _encoder.encode(msgspec.structs.replace(frame, **changes))
 
 
-def encode_frame(frame: msgspec.Struct) -> bytes:
-    """Serialise one frame with its length prefix."""
-    payload = encode_payload(frame)
+def encode_frame(frame: msgspec.Struct, *, max_depth: int | None = None) -> bytes:
+    """Serialise one frame with its length prefix (``max_depth``: see ``encode_payload``)."""
+    payload = encode_payload(frame, max_depth=max_depth)
     return len(payload).to_bytes(_HEADER, "big") + payload
 
 
-def decode_frame(decoder: msgspec.json.Decoder[_T], payload: bytes) -> _T:
+def decode_frame(
+    decoder: msgspec.json.Decoder[_T], payload: bytes, *, max_depth: int | None = None
+) -> _T:
     """``decoder.decode(payload)``, reading a too-deep ``args``/``value`` iteratively.
 
     Raises ``msgspec.DecodeError``/``ValidationError`` like the decoder (never
-    ``RecursionError``, whatever the nesting).
+    ``RecursionError``, whatever the nesting). With ``max_depth``, an ``args``/``value``
+    nested deeper than that is replaced by ``TooDeep(max_depth)`` (skipped, not built);
+    anything else nested that deep is a ``DecodeError``.
     """
     try:
-        return decoder.decode(payload)
+        frame = decoder.decode(payload)
     except RecursionError:
         pass
+    else:
+        if max_depth is not None and not _native_bounded(max_depth):
+            changes = {
+                name: TooDeep(max_depth)
+                for name in _VALUE_FIELDS
+                if nesting_exceeds(getattr(frame, name, None), max_depth)
+            }
+            if changes:
+                frame = msgspec.structs.replace(frame, **changes)  # type: ignore[type-var]
+        return frame
     try:
-        obj = loads_deep(payload)
+        # The frame object is one level above its value fields.
+        obj, overflow = _loads(payload, None if max_depth is None else max_depth + 1)
     except ValueError as exc:
         raise msgspec.DecodeError(str(exc)) from None
     if not isinstance(obj, dict):
         raise msgspec.ValidationError("expected a frame object")
-    deep = {k: obj[k] for k in _VALUE_FIELDS if isinstance(obj.get(k), (dict, list))}
+    if overflow is not None and overflow not in _VALUE_FIELDS:
+        raise msgspec.DecodeError("frame nests too deeply outside its value")
+    deep: dict[str, Any] = {
+        k: obj[k] for k in _VALUE_FIELDS if isinstance(obj.get(k), (dict, list))
+    }
+    if overflow is not None:
+        assert max_depth is not None
+        deep[overflow] = TooDeep(max_depth)
     shallow = {k: (None if k in deep else v) for k, v in obj.items()}
     try:
         frame = decoder.decode(_encoder.encode(shallow))
@@ -228,15 +320,60 @@ _SCALARS = {b"true": True, b"false": False, b"null": None}
 _END = re.compile(rb"[ \t\n\r]*")
 
 
-def loads_deep(data: bytes) -> Any:
+# Runs of openers, runs of closers, strings, and anything else: a 200,000-deep run of
+# brackets is two matches.
+_SKIP_TOKEN = re.compile(rb'([\[{]+)|([\]}]+)|"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+', re.DOTALL)
+
+
+def _skip(data: bytes, pos: int) -> int:
+    """The position just after the container whose opening bracket ends at ``pos``.
+
+    Only brackets and strings are looked at: the container is refused whatever it holds,
+    so it is measured, not parsed (linear, and nothing is built).
+    """
+    depth = 1
+    while True:
+        match = _SKIP_TOKEN.match(data, pos)
+        if match is None:
+            raise ValueError(f"unterminated container or string at byte {pos}")
+        opens, closes = match.group(1), match.group(2)
+        if opens:
+            depth += len(opens)
+        elif closes:
+            if len(closes) >= depth:
+                return match.start() + depth
+            depth -= len(closes)
+        pos = match.end()
+
+
+def loads_deep(data: bytes, *, max_depth: int | None = None) -> Any:
     """Parse JSON without recursion; ``ValueError`` when ``data`` is not one JSON value.
 
     Strings and numbers are decoded by msgspec token by token (flat, so no recursion).
+    With ``max_depth``, raises ``NestingError`` (a ``ValueError``) as soon as a
+    container would nest deeper, without reading that container.
     """
+    value, overflow = _loads(data, max_depth)
+    if overflow is not None:
+        assert max_depth is not None
+        raise NestingError(max_depth)
+    return value
+
+
+_ROOT = "<root>"
+
+
+def _loads(data: bytes, max_depth: int | None) -> tuple[Any, str | None]:
+    """``loads_deep``'s parser; containers past ``max_depth`` become ``None`` and the
+    second item names where the first one was: the root object's key it sits under, or
+    ``"<root>"`` when the root is not an object."""
     decode = msgspec.json.decode
     # Each open container: [container, key awaiting its value (objects only)].
     stack: list[list[Any]] = []
     root: list[Any] = []
+    overflow: str | None = None
+    root_key: str | None = None  # the root object's key whose value is being read
+    limit = max_depth if max_depth is not None else -1
     # States: "value" (a value is required), "first" (a value or "]"), "key" (a key or
     # "}"), "colon", "next" ("," or the closing bracket).
     state = "value"
@@ -247,7 +384,7 @@ def loads_deep(data: bytes) -> Any:
             end = _END.match(data, pos)
             if end is None or end.end() != size:
                 raise ValueError("trailing data after the JSON value")
-            return root[0]
+            return root[0], overflow
         match = _TOKEN.match(data, pos)
         if match is None:
             raise ValueError(f"invalid JSON at byte {pos}")
@@ -279,6 +416,8 @@ def loads_deep(data: bytes) -> Any:
                 raise ValueError(f"expected a string key at byte {pos}")
             assert top is not None
             top[1] = decode(string)
+            if len(stack) == 1:
+                root_key = top[1]
             state = "colon"
             continue
         # "value" or "first"
@@ -288,7 +427,13 @@ def loads_deep(data: bytes) -> Any:
             continue
         value: Any
         opened = False
-        if punct == b"[":
+        if punct in (b"[", b"{") and len(stack) == limit:
+            # One level too deep: measure the container instead of building it.
+            if overflow is None:
+                overflow = root_key if stack and isinstance(stack[0][0], dict) else _ROOT
+            pos = _skip(data, pos)
+            value = None
+        elif punct == b"[":
             value, opened = [], True
         elif punct == b"{":
             value, opened = {}, True

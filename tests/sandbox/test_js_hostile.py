@@ -223,7 +223,7 @@ async def test_one_huge_entry(run: Run) -> None:
 
 async def test_call_flood_hits_the_sub_call_limit(run: Run) -> None:
     result = await run("for (let i = 0; i < 10000; i++) tools.record({i}); await tools.slow({})")
-    assert err(result) == "sub-call limit reached (50 calls per run)"
+    assert err(result, "sub-call-limit") == "sub-call limit reached (50 calls per run)"
 
 
 # -- infinite loops in catch and finally -------------------------------------------------
