@@ -225,35 +225,59 @@ def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     return _snapshot_slow(value, freeze=freeze, label=label)
 
 
+class _Cycle(Exception):
+    """A sparse ancestor check met a cycle; the exact pass finds where it starts."""
+
+
+# Ancestors are remembered only every ``_SPARSE`` levels on the first pass: a cycle of
+# length L is still met (within _SPARSE + L levels of where it starts), and the set stays
+# small next to the copy (a ``set`` grows fourfold at a time, which would otherwise make
+# peak memory jump by more than the value grew). Meeting one reruns with every ancestor
+# remembered, for the exact path of the message.
+_SPARSE = 16
+
+
 def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
-    dict_t: type[dict[str, Any]] = FrozenDict if freeze else dict
-    list_t: type[list[Any]] = FrozenList if freeze else list
     if not isinstance(value, (dict, list)):
         return _check_scalar(value, label)
-    # Iterative post-order build. Each frame: (source, path, collected children, items).
-    # Paths are linked nodes, rendered only for an error message (see ``_render``), so
-    # the cost is linear in the value's size whatever its depth.
+    try:
+        return _walk(value, freeze, label, _SPARSE)
+    except _Cycle:
+        return _walk(value, freeze, label, 1)
+
+
+def _walk(value: Any, freeze: bool, label: str, every: int) -> Any:
+    dict_t: type[dict[str, Any]] = FrozenDict if freeze else dict
+    list_t: type[list[Any]] = FrozenList if freeze else list
+    # Iterative post-order build. Each frame: (source, path, collected children, items,
+    # remembered as an ancestor). Paths are linked nodes, rendered only for an error
+    # message (see ``_render``), so the cost is linear in the value's size whatever its
+    # depth.
     active: set[int] = set()
     root_out: list[Any] = []
-    stack: list[tuple[Any, _PathNode, list[Any], Any]] = []
+    stack: list[tuple[Any, _PathNode, list[Any], Any, bool]] = []
 
     def push(container: Any, path: _PathNode) -> None:
         if id(container) in active:
+            if every > 1:
+                raise _Cycle
             raise LosslessJsonError(f"{_render(path)}: cycle detected")
         if type(container) not in (dict, list, FrozenDict, FrozenList):
             raise LosslessJsonError(
                 f"{_render(path)}: {type(container).__name__} is not a JSON value"
             )
-        active.add(id(container))
+        remember = len(stack) % every == 0
+        if remember:
+            active.add(id(container))
         if isinstance(container, dict):
             items = iter(list(container.items()))
         else:
             items = iter(enumerate(list(container)))
-        stack.append((container, path, [], items))
+        stack.append((container, path, [], items, remember))
 
     push(value, label)
     while stack:
-        container, path, out, items = stack[-1]
+        container, path, out, items, remembered = stack[-1]
         is_dict = isinstance(container, dict)
         advanced = False
         for key, child in items:
@@ -271,7 +295,8 @@ def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
         if advanced:
             continue
         stack.pop()
-        active.discard(id(container))
+        if remembered:
+            active.discard(id(container))
         built: Any
         if is_dict:
             built = dict_t((k, v) for k, v in out)
