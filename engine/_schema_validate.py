@@ -160,6 +160,8 @@ def _walk(schema: Any, value: Any, prefix: str, root_label: str, every: int) -> 
             continue
 
         if is_json_dict(val) or is_json_list(val):
+            if node is _ANY and getattr(val, "_sealed", False) is True:
+                continue  # a sealed snapshot is known lossless: nothing below can fail
             if id(val) in active and every > 1:
                 raise _Cycle
             if id(val) in active or (

@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
-from ._json import LosslessJsonError, dumps_compact, sealed, snapshot
+from ._json import LosslessJsonError, dumps_compact, encode_bytes, sealed, snapshot
 
 __all__ = ["MemorySessionLog", "SessionLog", "SqliteSessionLog"]
 
@@ -161,17 +161,18 @@ class _Bound:
 def _encode_bytes(value: Any) -> bytes:
     """Compact JSON of a lossless value, as UTF-8 bytes."""
     try:
-        return _encoder.encode(value)
-    except RecursionError:
         # Deeply nested events (5,000 levels are legal arguments) exceed msgspec's
-        # recursion guard; the engine's iterative writer produces the same compact JSON.
-        return dumps_compact(value).encode("utf-8", "surrogatepass")
+        # recursion guard; encode_bytes then writes them iteratively, the same bytes.
+        return encode_bytes(value)
     except UnicodeEncodeError:
         # A lone surrogate is valid in a Python str (and a JS string) but not in UTF-8.
         # JSON can still carry it as a \\uXXXX escape, as JS's JSON.stringify writes it,
         # so the event is stored losslessly instead of being refused.
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        return text.encode("ascii")
+        try:
+            text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        except RecursionError:  # deep as well: the engine's writer escapes them too
+            text = dumps_compact(value)
+        return text.encode("utf-8")
 
 
 def _encode(event: dict[str, Any], data: bytes | None = None) -> str:

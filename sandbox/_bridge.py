@@ -7,12 +7,13 @@ after start-up) and frames over the cap are dropped and counted in ``dropped``.
 Reading is ``pump(on_frame)``: frames are handed to a synchronous callback
 ``on_frame(frame, size)`` (``size``: the payload's bytes) in arrival order, as they are
 decoded. Values are decoded against ``max_depth`` (``decode_frame``): a value field
-nested deeper arrives as a ``TooDeep`` marker, never built. A payload above
-``_INLINE_BYTES`` is decoded, and its ``args``/``value`` snapshotted (deep-frozen, so
-the engine's own snapshot of it costs nothing), in a worker thread: a 60 MiB frame of
-program data costs the event loop nothing but the hand-off, and reading pauses meanwhile
-so frames stay in order. Smaller payloads are decoded on the loop (a 64 KiB payload
-decodes in well under 100 ms whatever its shape). On asyncio the socket stays registered with the loop for the whole run (one
+nested deeper arrives as a ``TooDeep`` marker, never built. A *heavy* payload -- above
+``_INLINE_BYTES``, or nested past msgspec's reach -- is decoded, and its
+``args``/``value`` snapshotted (deep-frozen and sealed, so the engine's own snapshot and
+validation of it cost nothing), in a worker thread: a 60 MiB or 10,000-deep frame of
+program data costs the event loop only the hand-off, and reading pauses meanwhile so
+frames stay in order. At most ``_FRAMES_PER_SLICE`` frames are handed on per loop
+iteration, so a storm of small calls cannot hold the loop either. On asyncio the socket stays registered with the loop for the whole run (one
 readiness callback per burst instead of a register/unregister pair per read); other
 backends use ``anyio.wait_readable``. Either way a burst is cut into slices so a
 flooding worker cannot starve the supervisor's watchdog. Writes try the socket
@@ -34,7 +35,16 @@ import msgspec
 
 from engine._json import LosslessJsonError, snapshot
 
-from ._frames import CallFrame, DoneFrame, LogFrame, ReadyFrame, decode_frame, encode_frame
+from ._frames import (
+    CallFrame,
+    DoneFrame,
+    LogFrame,
+    NeedsDeepDecode,
+    ReadyFrame,
+    decode_frame,
+    decode_host_frame_sliced,
+    encode_frame,
+)
 from ._pool import Worker
 
 __all__ = ["HostBridge", "HostFrame"]
@@ -48,10 +58,14 @@ _SLICE = 16  # reads per readiness callback / between checkpoints
 # below the 100 ms a stall may cost; frames this large are rare enough that the thread
 # hand-off (~0.1 ms) does not show in ordinary runs.
 _INLINE_BYTES = 64 * 1024
+# Frames handed on per loop iteration: each call frame starts a task, and a storm of
+# thousands started in one iteration would run in one iteration too.
+_FRAMES_PER_SLICE = 128
 # _drain outcomes.
 _WAIT = 0  # nothing more readable now
 _HEAVY = 1  # the backlog's head is a payload to decode off the loop
 _EOF = 2  # the worker closed its end and the backlog is empty
+_MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
 
 
 class HostBridge:
@@ -70,6 +84,7 @@ class HostBridge:
         self._spawn = spawn
         self._max_depth = max_depth
         self._backlog: deque[bytes] = deque()
+        self._budget = 0
         self._eof = False
         self._decoder = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | ReadyFrame)
         self._outbox: list[bytes] = []
@@ -145,11 +160,14 @@ class HostBridge:
                 return
             del self._tail[:sent]
 
-    def _decode(self, payload: bytes) -> HostFrame | None:
-        """The frame, or None for a payload to drop (the caller counts it)."""
+    def _decode(self, payload: bytes, *, deep: bool = True) -> HostFrame | None:
+        """The frame, or None for a payload to drop (the caller counts it).
+
+        ``deep=False`` raises ``NeedsDeepDecode`` for a payload past msgspec's reach.
+        """
         try:
             frame: HostFrame | ReadyFrame = decode_frame(
-                self._decoder, payload, max_depth=self._max_depth
+                self._decoder, payload, max_depth=self._max_depth, deep=deep
             )
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
@@ -158,8 +176,22 @@ class HostBridge:
         return frame
 
     def _decode_sealed(self, payload: bytes) -> HostFrame | None:
-        """``_decode`` plus a deep-frozen snapshot of the value (run in a worker thread)."""
-        frame = self._decode(payload)
+        """``_decode`` plus a deep-frozen snapshot of the value (run in a worker thread).
+
+        A big payload is decoded in slices (``decode_host_frame_sliced``): msgspec holds
+        the GIL for a whole call, so one call on 10 MB would stall the event loop as
+        surely as decoding it there.
+        """
+        if len(payload) > _INLINE_BYTES:
+            try:
+                sliced: HostFrame | ReadyFrame = decode_host_frame_sliced(
+                    payload, max_depth=self._max_depth
+                )
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None
+            frame = None if isinstance(sliced, ReadyFrame) else sliced
+        else:
+            frame = self._decode(payload)
         if isinstance(frame, CallFrame) and isinstance(frame.args, (dict, list)):
             try:
                 frame = msgspec.structs.replace(frame, args=snapshot(frame.args))
@@ -172,24 +204,34 @@ class HostBridge:
                 pass  # the supervisor refuses it as invalid output
         return frame
 
-    def _process(self, on_frame: Callable[[HostFrame, int], None]) -> bool:
-        """Deliver the backlog's small payloads; True when stopped at a heavy one."""
+    def _process(self, on_frame: Callable[[HostFrame, int], None]) -> int:
+        """Deliver the backlog's light payloads: ``_WAIT`` when it is empty, ``_HEAVY``
+        when stopped at a heavy one, ``_MORE`` when this slice's budget is spent."""
         backlog = self._backlog
         while backlog:
-            if len(backlog[0]) > _INLINE_BYTES:
-                return True
-            payload = backlog.popleft()
-            frame = self._decode(payload)
+            if self._budget <= 0:
+                return _MORE
+            payload = backlog[0]
+            if len(payload) > _INLINE_BYTES:
+                return _HEAVY
+            try:
+                frame = self._decode(payload, deep=False)
+            except NeedsDeepDecode:
+                return _HEAVY
+            backlog.popleft()
+            self._budget -= 1
             if frame is None:
                 self._decode_failures += 1
             else:
                 on_frame(frame, len(payload))
-        return False
+        return _WAIT
 
     def _drain(self, on_frame: Callable[[HostFrame, int], None]) -> int:
-        """Read and deliver up to one slice of data; see the ``_WAIT``/``_HEAVY``/``_EOF``."""
-        if self._process(on_frame):
-            return _HEAVY
+        """Read and deliver up to one slice of data (see ``_WAIT``, ``_HEAVY``, ...)."""
+        self._budget = _FRAMES_PER_SLICE
+        status = self._process(on_frame)
+        if status != _WAIT:
+            return status
         if self._eof:
             return _EOF
         sock = self._worker.sock
@@ -205,8 +247,9 @@ class HostBridge:
                 self._eof = True
                 return _EOF
             self._backlog.extend(buffer.feed(data))
-            if self._process(on_frame):
-                return _HEAVY
+            status = self._process(on_frame)
+            if status != _WAIT:
+                return status
         return _WAIT
 
     async def _deliver_heavy(self, on_frame: Callable[[HostFrame, int], None]) -> None:
@@ -223,22 +266,24 @@ class HostBridge:
         sock = self._worker.sock
         while True:
             status = self._drain(on_frame)
+            if status == _WAIT:
+                if self._loop is None:
+                    await anyio.wait_readable(sock)
+                    continue
+                status = await self._wait_asyncio(self._loop, on_frame)
             if status == _HEAVY:
                 await self._deliver_heavy(on_frame)
+            elif status == _MORE:
+                await anyio.lowlevel.checkpoint()
             elif status == _EOF:
                 return
-            elif self._loop is not None:
-                if await self._wait_asyncio(self._loop, on_frame) == _EOF:
-                    return
-            else:
-                await anyio.wait_readable(sock)
 
     async def _wait_asyncio(
         self, loop: asyncio.AbstractEventLoop, on_frame: Callable[[HostFrame, int], None]
     ) -> int:
-        """Keep the socket registered and drain from its readiness callback until a heavy
-        payload or the end of the stream needs the pump task (one callback per burst
-        instead of a task switch per read)."""
+        """Keep the socket registered and drain from its readiness callback until the
+        pump task is needed (a heavy payload, a spent budget, the end of the stream): one
+        callback per burst instead of a task switch per read."""
         fd = self._worker.sock.fileno()
         stopped = anyio.Event()
         outcome = [_WAIT]

@@ -43,16 +43,19 @@ __all__ = [
     "ErrorSpec",
     "FrameBuffer",
     "LogFrame",
+    "NeedsDeepDecode",
     "NestingError",
     "ReadyFrame",
     "ResultFrame",
     "RunFrame",
     "TooDeep",
     "decode_frame",
+    "decode_host_frame_sliced",
     "dumps_deep",
     "encode_frame",
     "encode_payload",
     "loads_deep",
+    "loads_sliced",
     "json_string_length",
     "nesting_exceeds",
     "sanitize_text",
@@ -156,6 +159,10 @@ class NestingError(ValueError):
         self.limit = limit
 
 
+class NeedsDeepDecode(Exception):
+    """``decode_frame(..., deep=False)``: the payload needs the (slower) iterative reader."""
+
+
 class TooDeep:
     """What ``decode_frame`` puts in place of a value field nested deeper than its cap."""
 
@@ -212,12 +219,8 @@ def encode_payload(frame: msgspec.Struct, *, max_depth: int | None = None) -> by
                 if nesting_exceeds(getattr(frame, name, None), max_depth):
                     raise NestingError(max_depth)
         return data
-    if max_depth is not None:
-        for name in _VALUE_FIELDS:
-            if nesting_exceeds(getattr(frame, name, None), max_depth):
-                raise NestingError(max_depth)
     changes = {
-        name: msgspec.Raw(dumps_deep(getattr(frame, name)))
+        name: msgspec.Raw(dumps_deep(getattr(frame, name), max_depth=max_depth))
         for name in _VALUE_FIELDS
         if isinstance(getattr(frame, name, None), (dict, list, tuple))
     }
@@ -231,19 +234,26 @@ def encode_frame(frame: msgspec.Struct, *, max_depth: int | None = None) -> byte
 
 
 def decode_frame(
-    decoder: msgspec.json.Decoder[_T], payload: bytes, *, max_depth: int | None = None
+    decoder: msgspec.json.Decoder[_T],
+    payload: bytes,
+    *,
+    max_depth: int | None = None,
+    deep: bool = True,
 ) -> _T:
     """``decoder.decode(payload)``, reading a too-deep ``args``/``value`` iteratively.
 
     Raises ``msgspec.DecodeError``/``ValidationError`` like the decoder (never
     ``RecursionError``, whatever the nesting). With ``max_depth``, an ``args``/``value``
     nested deeper than that is replaced by ``TooDeep(max_depth)`` (skipped, not built);
-    anything else nested that deep is a ``DecodeError``.
+    anything else nested that deep is a ``DecodeError``. With ``deep=False``, raises
+    ``NeedsDeepDecode`` instead of running the iterative reader (so a caller can run it
+    elsewhere, e.g. off its event loop).
     """
     try:
         frame = decoder.decode(payload)
     except RecursionError:
-        pass
+        if not deep:
+            raise NeedsDeepDecode from None
     else:
         if max_depth is not None and not _native_bounded(max_depth):
             changes = {
@@ -263,35 +273,51 @@ def decode_frame(
         raise msgspec.ValidationError("expected a frame object")
     if overflow is not None and overflow not in _VALUE_FIELDS:
         raise msgspec.DecodeError("frame nests too deeply outside its value")
-    deep: dict[str, Any] = {
+    deep_fields: dict[str, Any] = {
         k: obj[k] for k in _VALUE_FIELDS if isinstance(obj.get(k), (dict, list))
     }
     if overflow is not None:
         assert max_depth is not None
-        deep[overflow] = TooDeep(max_depth)
-    shallow = {k: (None if k in deep else v) for k, v in obj.items()}
+        deep_fields[overflow] = TooDeep(max_depth)
+    shallow = {k: (None if k in deep_fields else v) for k, v in obj.items()}
     try:
         frame = decoder.decode(_encoder.encode(shallow))
     except RecursionError:
         raise msgspec.DecodeError("frame nests too deeply outside its value") from None
     fields = getattr(frame, "__struct_fields__", ())
-    return msgspec.structs.replace(frame, **{k: v for k, v in deep.items() if k in fields})  # type: ignore[type-var]
+    return msgspec.structs.replace(frame, **{k: v for k, v in deep_fields.items() if k in fields})  # type: ignore[type-var]
 
 
-def dumps_deep(value: Any) -> bytes:
-    """Compact JSON of ``value`` without recursion (containers: dict, list, tuple)."""
+# The only queued literals equal to these are the closers (the others are "[", "," and
+# '{"key":'-like prefixes), so popping one of them leaves a container.
+_CLOSE_OBJECT = b"}"
+_CLOSE_ARRAY = b"]"
+
+
+def dumps_deep(value: Any, *, max_depth: int | None = None) -> bytes:
+    """Compact JSON of ``value`` without recursion (containers: dict, list, tuple).
+
+    With ``max_depth``, raises ``NestingError`` on reaching a container nested deeper.
+    """
     parts: list[bytes] = []
     stack: list[Any] = [value]
     encode = _encoder.encode
+    limit = max_depth if max_depth is not None else -1
+    depth = 0
     while stack:
         item = stack.pop()
         if type(item) is bytes:  # a literal queued below; JSON values are never bytes
+            if item == _CLOSE_OBJECT or item == _CLOSE_ARRAY:
+                depth -= 1
             parts.append(item)
         elif isinstance(item, dict):
+            if depth == limit:
+                raise NestingError(limit)
             if not item:
                 parts.append(b"{}")
                 continue
-            stack.append(b"}")
+            depth += 1
+            stack.append(_CLOSE_OBJECT)
             entries = list(item.items())
             for i in range(len(entries) - 1, -1, -1):
                 key, child = entries[i]
@@ -300,10 +326,13 @@ def dumps_deep(value: Any) -> bytes:
                 stack.append(child)
                 stack.append((b"," if i else b"{") + encode(key) + b":")
         elif isinstance(item, (list, tuple)):
+            if depth == limit:
+                raise NestingError(limit)
             if not item:
                 parts.append(b"[]")
                 continue
-            stack.append(b"]")
+            depth += 1
+            stack.append(_CLOSE_ARRAY)
             for i in range(len(item) - 1, -1, -1):
                 stack.append(item[i])
                 stack.append(b"," if i else b"[")
@@ -458,6 +487,194 @@ def _loads(data: bytes, max_depth: int | None) -> tuple[Any, str | None]:
             state = "first" if isinstance(value, list) else "key"
         else:
             state = "next"
+
+
+# -- sliced decoding: big values in bounded pieces -------------------------------------
+#
+# msgspec decodes a value in one C call that holds the GIL throughout: a 10 MB object
+# takes 100-500 ms, and decoding it in a worker thread would still stall the host's event
+# loop for all of it. ``decode_frame_sliced`` cuts a big container into runs of members
+# of about ``_SLICE_BYTES`` at its top level (recursing into members that are big
+# containers themselves) and decodes each run separately, so no single C call sees more
+# than a slice; between slices the GIL changes hands as usual.
+
+_SLICE_BYTES = 128 * 1024
+_MAX_SLICED_DEPTH = 64  # below this, a big container is decoded whole (rare shapes)
+# Top-level tokens of a container body: runs of anything but brackets, commas and
+# strings-with-their-contents (one match per member, usually), a comma, or a bracket.
+_TOP = re.compile(rb'(?:[^"\[\]{},]+|"[^"\\]*(?:\\.[^"\\]*)*")+|(,)|([\[{])|([\]}])', re.DOTALL)
+# Many whole members with their commas in one match (a window of them: see ``_sliced``).
+_MEMBERS = re.compile(rb'(?:(?:[^"\[\]{},]+|"[^"\\]*(?:\\.[^"\\]*)*")+,)+', re.DOTALL)
+_WS = b" \t\n\r"
+
+
+def _whole(data: bytes, depth: int, max_depth: int | None) -> Any:
+    """One JSON value in one piece, at ``depth`` levels below the sliced value's top."""
+    remaining = None if max_depth is None else max_depth - depth
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        return loads_deep(data, max_depth=remaining)
+    except msgspec.DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    if remaining is not None and not _native_bounded(remaining):
+        if nesting_exceeds(value, remaining):
+            raise NestingError(max_depth)  # type: ignore[arg-type]
+    return value
+
+
+def loads_sliced(data: bytes, *, max_depth: int | None = None) -> Any:
+    """``loads_deep`` for big values: parsed in slices of about ``_SLICE_BYTES``.
+
+    Raises ``ValueError`` for malformed JSON and ``NestingError`` past ``max_depth``.
+    """
+    start, end = 0, len(data)
+    while start < end and data[start] in _WS:
+        start += 1
+    while end > start and data[end - 1] in _WS:
+        end -= 1
+    return _sliced(data, start, end, 0, max_depth)
+
+
+def _sliced(data: bytes, start: int, end: int, depth: int, max_depth: int | None) -> Any:
+    if end - start <= _SLICE_BYTES or depth >= _MAX_SLICED_DEPTH or data[start] not in b"[{":
+        # Small, or a scalar (a big string decodes at memcpy speed), or deep in a shape
+        # no program needs: one piece.
+        return _whole(data[start:end], depth, max_depth)
+    if max_depth is not None and depth >= max_depth:
+        raise NestingError(max_depth)
+    is_object = data[start] == 0x7B
+    if data[end - 1] != (0x7D if is_object else 0x5D):
+        raise ValueError(f"unterminated container at byte {start}")
+    out: Any = {} if is_object else []
+    opener, closer = (b"{", b"}") if is_object else (b"[", b"]")
+    body_end = end - 1
+    chunk = member = pos = start + 1  # current run, current member, scan position
+
+    def flush(upto: int) -> None:
+        piece = data[chunk:upto]
+        if piece.strip(_WS):
+            part = _whole(opener + piece + closer, depth, max_depth)
+            if is_object:
+                out.update(part)
+            else:
+                out.extend(part)
+
+    while pos < body_end:
+        if chunk != -1:
+            # Fast path: whole flat members up to the last comma in the next window.
+            run = _MEMBERS.match(data, pos, min(pos + _SLICE_BYTES, body_end))
+            if run is not None:
+                pos = member = run.end()
+                if pos - chunk >= _SLICE_BYTES:
+                    flush(pos - 1)
+                    chunk = pos
+                continue
+        match = _TOP.match(data, pos, body_end)
+        if match is None:
+            raise ValueError(f"invalid JSON at byte {pos}")
+        comma, opens, closes = match.groups()
+        if closes:
+            raise ValueError(f"unbalanced {closes.decode()!r} at byte {match.start()}")
+        if opens:
+            if chunk == -1:  # a big member must be followed by a comma or the end
+                raise ValueError(f"expected ',' at byte {match.start()}")
+            value_start = match.start()
+            value_end = _skip(data, match.end())
+            if value_end - value_start > _SLICE_BYTES:
+                # A big member: the run before it in one piece, the member on its own.
+                if member > chunk:
+                    flush(member - 1)  # up to its comma
+                value = _sliced(data, value_start, value_end, depth + 1, max_depth)
+                if is_object:
+                    head = data[member:value_start].strip(_WS)
+                    if not head.endswith(b":"):
+                        raise ValueError(f"expected a key before byte {value_start}")
+                    key = msgspec.json.decode(head[:-1].strip(_WS))
+                    if not isinstance(key, str):
+                        raise ValueError(f"expected a string key before byte {value_start}")
+                    out[key] = value
+                else:
+                    if data[member:value_start].strip(_WS):
+                        raise ValueError(f"unexpected data before byte {value_start}")
+                    out.append(value)
+                # The next run starts after this member's comma.
+                chunk = member = -1
+            pos = value_end
+            continue
+        pos = match.end()
+        if comma:
+            if chunk == -1:  # the comma closing a big member
+                chunk = pos
+            elif pos - chunk >= _SLICE_BYTES:
+                flush(pos - 1)
+                chunk = pos
+            member = pos
+        elif chunk == -1 and data[match.start() : pos].strip(_WS):
+            raise ValueError(f"expected ',' at byte {match.start()}")
+    if chunk != -1:
+        flush(body_end)
+    return out
+
+
+class _CallWire(msgspec.Struct, frozen=True, tag="call", tag_field="type", rename="camel"):
+    """``CallFrame`` with its arguments left as JSON text (decoded in slices)."""
+
+    id: int
+    global_name: str = msgspec.field(name="global")
+    name: str = ""
+    args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+
+
+class _DoneWire(
+    msgspec.Struct, frozen=True, tag="done", tag_field="type", rename="camel", omit_defaults=True
+):
+    """``DoneFrame`` with its value left as JSON text (decoded in slices)."""
+
+    value: msgspec.Raw | None = None
+    error: ErrorSpec | None = None
+
+
+_sliced_decoder = msgspec.json.Decoder(_CallWire | _DoneWire | LogFrame | ReadyFrame)
+
+
+def decode_host_frame_sliced(payload: bytes, *, max_depth: int | None = None) -> Any:
+    """A worker -> host frame (``HostInbound``) with its value decoded in slices.
+
+    The same result as ``decode_frame(Decoder(HostInbound), payload, max_depth=...)``,
+    but no single C call decodes more than about ``_SLICE_BYTES`` of a big value, so a
+    thread running it leaves the GIL to the event loop between slices. Raises
+    ``msgspec.DecodeError``/``ValidationError`` for frames to drop.
+    """
+    try:
+        wire = _sliced_decoder.decode(payload)
+    except RecursionError:
+        # Too deep for msgspec to skip: the iterative reader (pure Python, so the GIL
+        # changes hands as it goes).
+        return decode_frame(_host_decoder, payload, max_depth=max_depth)
+    if isinstance(wire, _CallWire):
+        args = _value_or_marker(bytes(wire.args), max_depth)
+        return CallFrame(id=wire.id, global_name=wire.global_name, name=wire.name, args=args)
+    if isinstance(wire, _DoneWire):
+        if wire.value is None:
+            # Absent, or an explicit null: tell them apart as the plain decoder does.
+            plain = decode_frame(_host_decoder, payload, max_depth=max_depth)
+            return plain
+        return DoneFrame(value=_value_or_marker(bytes(wire.value), max_depth), error=wire.error)
+    return wire
+
+
+def _value_or_marker(data: bytes, max_depth: int | None) -> Any:
+    try:
+        return loads_sliced(data, max_depth=max_depth)
+    except NestingError:
+        assert max_depth is not None
+        return TooDeep(max_depth)
+    except ValueError as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+
+
+_host_decoder = msgspec.json.Decoder(HostInbound)
 
 
 class FrameBuffer:
