@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import deque
 from typing import Any
 
 import anyio
@@ -76,6 +77,12 @@ _POLL_S = 0.025
 _EXIT_REPORT_TIMEOUT = 2.0
 _GUEST_ERROR_KINDS = frozenset({"exception", "invalid-output", "memory", "worker-exit"})
 _MAX_ID = 2**53
+# Calls relayed at once. Beyond this they wait in a queue instead of each holding a task:
+# a storm of 10,000 calls would otherwise be 10,000 tasks, all woken in one event-loop
+# iteration when the run settles (a stall of hundreds of ms), and every full garbage
+# collection walks them all. Far above any sensible parallel-call cap (the engine's
+# default is 10), so no program sees fewer concurrent calls than it asks for in practice.
+_MAX_RELAYS = 512
 _NO_REASON = "This operation was aborted"
 
 
@@ -122,6 +129,8 @@ class Session:
         self.call_bytes = 0
         self.dropped = 0
         self._seen_ids: set[int] = set()
+        self._queued: deque[CallFrame] = deque()
+        self._relays = 0
         self._outcome: _Outcome | None = None
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -270,8 +279,19 @@ class Session:
             message = f"arguments nest deeper than {frame.args.limit:,} levels"
             bridge.send(ResultFrame(id=frame.id, ok=False, message=message, code="INVALID_ARGS"))
             return
-        assert self._tg is not None
-        self._tg.start_soon(self._relay, bridge, frame)
+        self._queued.append(frame)
+        if self._relays < _MAX_RELAYS:
+            self._relays += 1
+            assert self._tg is not None
+            self._tg.start_soon(self._relay_queued, bridge)
+
+    async def _relay_queued(self, bridge: HostBridge) -> None:
+        """Relay queued calls until none is left (one of at most ``_MAX_RELAYS`` tasks)."""
+        try:
+            while self._queued and self._outcome is None:
+                await self._relay(bridge, self._queued.popleft())
+        finally:
+            self._relays -= 1
 
     async def _relay(self, bridge: HostBridge, frame: CallFrame) -> None:
         functions = self._functions.get(frame.global_name)
