@@ -631,7 +631,7 @@ class _DoneWire(
 ):
     """``DoneFrame`` with its value left as JSON text (decoded in slices)."""
 
-    value: msgspec.Raw | None = None
+    value: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b""))  # b"": absent
     error: ErrorSpec | None = None
 
 
@@ -656,11 +656,10 @@ def decode_host_frame_sliced(payload: bytes, *, max_depth: int | None = None) ->
         args = _value_or_marker(bytes(wire.args), max_depth)
         return CallFrame(id=wire.id, global_name=wire.global_name, name=wire.name, args=args)
     if isinstance(wire, _DoneWire):
-        if wire.value is None:
-            # Absent, or an explicit null: tell them apart as the plain decoder does.
-            plain = decode_frame(_host_decoder, payload, max_depth=max_depth)
-            return plain
-        return DoneFrame(value=_value_or_marker(bytes(wire.value), max_depth), error=wire.error)
+        raw = bytes(wire.value)
+        if not raw:
+            return DoneFrame(error=wire.error)
+        return DoneFrame(value=_value_or_marker(raw, max_depth), error=wire.error)
     return wire
 
 
