@@ -25,7 +25,7 @@ from engine import (
     define_tool,
     text,
 )
-from engine._session import DEFAULT_MAX_INLINE_BYTES, SqliteSessionLog
+from engine._session import SqliteSessionLog
 from engine.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
@@ -100,7 +100,7 @@ async def test_every_large_top_level_field_is_bounded(logs: Any) -> None:
 
 async def test_fields_at_the_bound_are_kept_verbatim(logs: Any) -> None:
     log = logs()
-    text_ = "x" * (DEFAULT_MAX_INLINE_BYTES - 2)  # exactly 64 KiB of JSON with its quotes
+    text_ = "x" * (64 * 1024 - 2)  # exactly 64 KiB of JSON with its quotes
     await log.append({"type": "t", "arguments": text_})
     await log.append({"type": "t", "arguments": text_ + "x"})
     kept, cut = log.events
