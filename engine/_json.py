@@ -50,7 +50,9 @@ class FrozenDict(dict[str, Any]):
     later ``snapshot`` returns them as they are instead of copying again.
     """
 
-    __slots__ = ("_sealed",)
+    # __weakref__: a session log remembers the marker of the last large value it elided
+    # without keeping the value alive.
+    __slots__ = ("__weakref__", "_sealed")
     _sealed: bool
     __setitem__ = __delitem__ = __ior__ = _frozen
     clear = pop = popitem = setdefault = update = _frozen
@@ -68,7 +70,7 @@ class FrozenDict(dict[str, Any]):
 class FrozenList(list[Any]):
     """A ``list`` that refuses mutation (sealed like ``FrozenDict`` when built by ``snapshot``)."""
 
-    __slots__ = ("_sealed",)
+    __slots__ = ("__weakref__", "_sealed")
     _sealed: bool
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
     append = extend = insert = pop = remove = clear = sort = reverse = _frozen

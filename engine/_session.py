@@ -33,12 +33,21 @@ import os
 import sqlite3
 import sys
 import threading
+import weakref
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
-from ._json import LosslessJsonError, dumps_compact, encode_bytes, sealed, snapshot
+from ._json import (
+    FrozenDict,
+    FrozenList,
+    LosslessJsonError,
+    dumps_compact,
+    encode_bytes,
+    sealed,
+    snapshot,
+)
 
 __all__ = ["MemorySessionLog", "SessionLog", "SqliteSessionLog"]
 
@@ -121,7 +130,8 @@ class _Bound:
 
     def __init__(self, cap: int | None) -> None:
         self.cap = cap
-        self._last: tuple[Any, dict[str, Any]] | None = None
+        # A weak reference: the memo must not keep a 64 MB argument alive.
+        self._last: tuple[weakref.ref[Any], dict[str, Any]] | None = None
 
     def apply(self, frozen: dict[str, Any], body: bytes | None = None) -> dict[str, Any]:
         """``frozen`` with every top-level field over the cap replaced by a marker.
@@ -140,14 +150,15 @@ class _Bound:
             if isinstance(value, str) and 6 * len(value) + 2 <= cap:
                 continue  # even fully escaped (\\u0000 per character) it fits
             last = self._last
-            if last is not None and last[0] is value:
+            if last is not None and last[0]() is value:
                 marker = last[1]
             else:
                 data = _encode_bytes(value)
                 if len(data) <= cap:
                     continue
                 marker = _elided(data, cap)
-                self._last = (value, marker)
+                if isinstance(value, (FrozenDict, FrozenList)):
+                    self._last = (weakref.ref(value), marker)
             if out is None:
                 out = dict(frozen)
             out[key] = marker

@@ -10,6 +10,7 @@ import gc
 import hashlib
 import json
 import tracemalloc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from engine import (
     define_tool,
     text,
 )
+from engine._json import snapshot
 from engine._session import SqliteSessionLog
 from engine.testing import InProcessRuntime
 
@@ -196,3 +198,18 @@ async def test_two_thousand_one_megabyte_calls_retain_little(kind: str, tmp_path
     assert all(e["truncatedFields"] == ["arguments"] for e in settled)
     assert settled[0]["arguments"]["bytes"] == len(compact({"blob": "0".rjust(1_000_000, "x")}))
     session.close()
+
+
+async def test_the_log_keeps_no_reference_to_an_elided_value(logs: Any) -> None:
+    log = logs()
+    arguments = snapshot({"blob": "x" * 100_000})
+    alive = weakref.ref(arguments)
+    # A sub-call's start and settle events carry the same arguments object.
+    await log.append({"type": "tool/code-dispatch-start", "arguments": arguments})
+    await log.append({"type": "tool/code-dispatch", "arguments": arguments})
+    del arguments
+    gc.collect()
+    assert alive() is None
+    start, settle = log.events
+    assert start["arguments"] == settle["arguments"]
+    assert start["arguments"]["bytes"] == 100_011
