@@ -91,7 +91,8 @@ CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "2,000 calls x 1 MB args": (
         "for i in range(2000):\n    await tools.sink({'blob': str(i).rjust(1000000, 'x')})\n"
         "return 2000",
-        "for (let i = 0; i < 2000; i++) await tools.sink({blob: String(i).padStart(1000000, 'x')})\n"
+        "for (let i = 0; i < 2000; i++)\n"
+        "  await tools.sink({blob: String(i).padStart(1000000, 'x')})\n"
         "return 2000",
         {"max_call_bytes": 4 * 2**30},
     ),

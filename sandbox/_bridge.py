@@ -13,9 +13,10 @@ nested deeper arrives as a ``TooDeep`` marker, never built. A *heavy* payload --
 validation of it cost nothing), in a worker thread: a 60 MiB or 10,000-deep frame of
 program data costs the event loop only the hand-off, and reading pauses meanwhile so
 frames stay in order. At most ``_FRAMES_PER_SLICE`` frames are handed on per loop
-iteration, so a storm of small calls cannot hold the loop either. On asyncio the socket stays registered with the loop for the whole run (one
-readiness callback per burst instead of a register/unregister pair per read); other
-backends use ``anyio.wait_readable``. Either way a burst is cut into slices so a
+iteration, so a storm of small calls cannot hold the loop either. On asyncio the socket
+stays registered with the loop while frames flow (one readiness callback per burst
+instead of a register/unregister pair per read); other backends use
+``anyio.wait_readable``. Either way a burst is cut into slices so a
 flooding worker cannot starve the supervisor's watchdog. Writes try the socket
 directly when no other write is in progress and fall back to a lock otherwise, so a
 frame is never interleaved with another.

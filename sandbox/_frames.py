@@ -285,7 +285,8 @@ def decode_frame(
     except RecursionError:
         raise msgspec.DecodeError("frame nests too deeply outside its value") from None
     fields = getattr(frame, "__struct_fields__", ())
-    return msgspec.structs.replace(frame, **{k: v for k, v in deep_fields.items() if k in fields})  # type: ignore[type-var]
+    changes = {k: v for k, v in deep_fields.items() if k in fields}
+    return msgspec.structs.replace(frame, **changes)  # type: ignore[type-var]
 
 
 # The only queued literals equal to these are the closers (the others are "[", "," and

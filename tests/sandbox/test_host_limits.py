@@ -147,7 +147,8 @@ async def test_a_low_cap_is_enforced_on_shallow_values_too() -> None:
         recorder = Recorder()
         run = make_runner(rt)
         program = PY_DEEP + (
-            "out = []\nfor n in (50, 51):\n    try:\n        out.append(await tools.record(deep(n)))\n"
+            "out = []\nfor n in (50, 51):\n    try:\n"
+            "        out.append(await tools.record(deep(n)))\n"
             "    except ToolCallError as e:\n        out.append([e.code, str(e)])\nreturn out"
         )
         value = ok(await run(program, tools=recorder.tools()))
