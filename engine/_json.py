@@ -51,9 +51,12 @@ class FrozenDict(dict[str, Any]):
     """
 
     # __weakref__: a session log remembers the marker of the last large value it elided
-    # without keeping the value alive.
-    __slots__ = ("__weakref__", "_sealed")
+    # without keeping the value alive. _digest: ``(json_bytes, sha256_hex, head)`` of the
+    # value's compact JSON, set by code that had those bytes at hand (the sandbox bridge,
+    # off the event loop), so a session log need not encode and hash a big value again.
+    __slots__ = ("__weakref__", "_digest", "_sealed")
     _sealed: bool
+    _digest: tuple[int, str, bytes]
     __setitem__ = __delitem__ = __ior__ = _frozen
     clear = pop = popitem = setdefault = update = _frozen
 
@@ -70,8 +73,9 @@ class FrozenDict(dict[str, Any]):
 class FrozenList(list[Any]):
     """A ``list`` that refuses mutation (sealed like ``FrozenDict`` when built by ``snapshot``)."""
 
-    __slots__ = ("__weakref__", "_sealed")
+    __slots__ = ("__weakref__", "_digest", "_sealed")
     _sealed: bool
+    _digest: tuple[int, str, bytes]
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
     append = extend = insert = pop = remove = clear = sort = reverse = _frozen
 

@@ -99,6 +99,7 @@ _decoder = msgspec.json.Decoder()
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024
 # Preview kept of a truncated field (at most the inline cap): enough to recognise it.
 _PREVIEW_BYTES = 1024
+_FROZEN = (FrozenDict, FrozenList)
 
 
 def _check_max_inline(value: object) -> int | None:
@@ -110,15 +111,12 @@ def _check_max_inline(value: object) -> int | None:
 
 
 def _elided(body: bytes, cap: int) -> dict[str, Any]:
-    preview = body[: min(_PREVIEW_BYTES, cap)].decode("utf-8", "ignore")
-    return sealed(
-        {
-            "truncated": True,
-            "bytes": len(body),
-            "sha256": hashlib.sha256(body).hexdigest(),
-            "preview": preview,
-        }
-    )
+    return _marker(len(body), hashlib.sha256(body).hexdigest(), body, cap)
+
+
+def _marker(size: int, digest: str, head: bytes, cap: int) -> dict[str, Any]:
+    preview = head[: min(_PREVIEW_BYTES, cap)].decode("utf-8", "ignore")
+    return sealed({"truncated": True, "bytes": size, "sha256": digest, "preview": preview})
 
 
 class _Bound:
@@ -150,8 +148,15 @@ class _Bound:
             if isinstance(value, str) and 6 * len(value) + 2 <= cap:
                 continue  # even fully escaped (\\u0000 per character) it fits
             last = self._last
+            known = getattr(value, "_digest", None) if type(value) in _FROZEN else None
             if last is not None and last[0]() is value:
                 marker = last[1]
+            elif known is not None:
+                # Measured and hashed where its JSON bytes were at hand (off the loop).
+                size, digest, head = known
+                if size <= cap:
+                    continue
+                marker = _marker(size, digest, head, cap)
             else:
                 data = _encode_bytes(value)
                 if len(data) <= cap:

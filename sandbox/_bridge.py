@@ -25,6 +25,7 @@ frame is never interleaved with another.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +44,7 @@ from ._frames import (
     NeedsDeepDecode,
     ReadyFrame,
     decode_frame,
-    decode_host_frame_sliced,
+    decode_host_frame_sliced_raw,
     encode_frame,
 )
 from ._pool import Worker
@@ -67,6 +68,13 @@ _WAIT = 0  # nothing more readable now
 _HEAVY = 1  # the backlog's head is a payload to decode off the loop
 _EOF = 2  # the worker closed its end and the backlog is empty
 _MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
+
+
+def _is_compact(raw: bytes) -> bool:
+    """Whether ``raw`` starts and ends like compact JSON (what both guests send): only then
+    are its length and hash those of the value's compact encoding. A hostile guest
+    padding with whitespace elsewhere only mislabels its own arguments' digest."""
+    return bool(raw) and raw[:1] not in b" \t\n\r" and raw[-1:] not in b" \t\n\r"
 
 
 class HostBridge:
@@ -183,11 +191,10 @@ class HostBridge:
         the GIL for a whole call, so one call on 10 MB would stall the event loop as
         surely as decoding it there.
         """
+        raw: bytes | None = None
         if len(payload) > _INLINE_BYTES:
             try:
-                sliced: HostFrame | ReadyFrame = decode_host_frame_sliced(
-                    payload, max_depth=self._max_depth
-                )
+                sliced, raw = decode_host_frame_sliced_raw(payload, max_depth=self._max_depth)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return None
             frame = None if isinstance(sliced, ReadyFrame) else sliced
@@ -195,9 +202,14 @@ class HostBridge:
             frame = self._decode(payload)
         if isinstance(frame, CallFrame) and isinstance(frame.args, (dict, list)):
             try:
-                frame = msgspec.structs.replace(frame, args=snapshot(frame.args))
+                args = snapshot(frame.args)
             except LosslessJsonError:
-                pass  # the engine refuses it with its own message
+                return frame  # the engine refuses it with its own message
+            if raw is not None and _is_compact(raw):
+                # The session log's retention bound needs the size and sha256 of these
+                # bytes; hashing here (GIL released) spares the loop an encode and a hash.
+                args._digest = (len(raw), hashlib.sha256(raw).hexdigest(), raw[:4096])
+            frame = msgspec.structs.replace(frame, args=args)
         elif isinstance(frame, DoneFrame) and isinstance(frame.value, (dict, list)):
             try:
                 frame = msgspec.structs.replace(frame, value=snapshot(frame.value))

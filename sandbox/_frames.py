@@ -51,6 +51,7 @@ __all__ = [
     "TooDeep",
     "decode_frame",
     "decode_host_frame_sliced",
+    "decode_host_frame_sliced_raw",
     "dumps_deep",
     "encode_frame",
     "encode_payload",
@@ -647,21 +648,31 @@ def decode_host_frame_sliced(payload: bytes, *, max_depth: int | None = None) ->
     thread running it leaves the GIL to the event loop between slices. Raises
     ``msgspec.DecodeError``/``ValidationError`` for frames to drop.
     """
+    return decode_host_frame_sliced_raw(payload, max_depth=max_depth)[0]
+
+
+def decode_host_frame_sliced_raw(
+    payload: bytes, *, max_depth: int | None = None
+) -> tuple[Any, bytes | None]:
+    """``decode_host_frame_sliced`` plus the value field's JSON bytes as received (None
+    when the frame has none or took the iterative path)."""
     try:
         wire = _sliced_decoder.decode(payload)
     except RecursionError:
         # Too deep for msgspec to skip: the iterative reader (pure Python, so the GIL
         # changes hands as it goes).
-        return decode_frame(_host_decoder, payload, max_depth=max_depth)
+        return decode_frame(_host_decoder, payload, max_depth=max_depth), None
     if isinstance(wire, _CallWire):
-        args = _value_or_marker(bytes(wire.args), max_depth)
-        return CallFrame(id=wire.id, global_name=wire.global_name, name=wire.name, args=args)
+        raw = bytes(wire.args)
+        args = _value_or_marker(raw, max_depth)
+        frame = CallFrame(id=wire.id, global_name=wire.global_name, name=wire.name, args=args)
+        return frame, raw
     if isinstance(wire, _DoneWire):
         raw = bytes(wire.value)
         if not raw:
-            return DoneFrame(error=wire.error)
-        return DoneFrame(value=_value_or_marker(raw, max_depth), error=wire.error)
-    return wire
+            return DoneFrame(error=wire.error), None
+        return DoneFrame(value=_value_or_marker(raw, max_depth), error=wire.error), raw
+    return wire, None
 
 
 def _value_or_marker(data: bytes, max_depth: int | None) -> Any:
@@ -677,26 +688,46 @@ def _value_or_marker(data: bytes, max_depth: int | None) -> Any:
 _host_decoder = msgspec.json.Decoder(HostInbound)
 
 
+# A frame at least this large is collected as a list of received pieces and joined once
+# complete: growing, slicing and copying a 60 MiB bytearray cost tens of ms per frame.
+_COLLECT_BYTES = 1 << 20
+
+
 class FrameBuffer:
     """Incremental splitter of a length-prefixed byte stream into frame payloads.
 
     A frame whose announced length exceeds ``max_frame_bytes`` is skipped without being
-    buffered (its bytes are discarded as they arrive) and counted in ``oversized``.
+    buffered (its bytes are discarded as they arrive) and counted in ``oversized``. A
+    large frame's bytes are kept as received pieces and joined once (one copy).
     """
 
-    __slots__ = ("_buf", "_max", "_skip", "oversized")
+    __slots__ = ("_buf", "_max", "_need", "_parts", "_skip", "oversized")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._buf = bytearray()
         self._max = max_frame_bytes
         self._skip = 0
+        self._parts: list[bytes] = []  # pieces of a large frame being collected
+        self._need = 0  # bytes still missing from it
         self.oversized = 0
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return the complete payloads now available, in order."""
+        out: list[bytes] = []
+        if self._need:
+            if len(data) < self._need:
+                self._parts.append(data)
+                self._need -= len(data)
+                return out
+            view = memoryview(data)
+            self._parts.append(bytes(view[: self._need]))
+            data = bytes(view[self._need :])
+            out.append(b"".join(self._parts))
+            self._parts, self._need = [], 0
+            if not data:
+                return out
         buf = self._buf
         buf += data
-        out: list[bytes] = []
         pos = 0
         end = len(buf)
         while True:
@@ -714,7 +745,13 @@ class FrameBuffer:
                 pos += _HEADER
                 self._skip = size
                 continue
-            if end - pos - _HEADER < size:
+            have = end - pos - _HEADER
+            if have < size:
+                if size >= _COLLECT_BYTES:
+                    # Collect the rest as pieces (see _COLLECT_BYTES).
+                    self._parts = [bytes(buf[pos + _HEADER : end])]
+                    self._need = size - have
+                    pos = end
                 break
             out.append(bytes(buf[pos + _HEADER : pos + _HEADER + size]))
             pos += _HEADER + size
@@ -725,7 +762,7 @@ class FrameBuffer:
     @property
     def pending(self) -> int:
         """Bytes buffered towards an incomplete frame."""
-        return len(self._buf)
+        return len(self._buf) + sum(len(part) for part in self._parts)
 
 
 def sanitize_text(text: str) -> str:

@@ -143,3 +143,31 @@ def test_deep_junk_outside_a_value_field_is_still_dropped() -> None:
     deep = b"[" * 20_000 + b"]" * 20_000
     with pytest.raises(msgspec.DecodeError):
         decode_frame(HOST, b'{"type":"log","text":"x","junk":' + deep + b"}", max_depth=10_000)
+
+
+@settings(max_examples=200)
+@given(
+    sizes=st.lists(st.integers(0, 3_000), min_size=1, max_size=12),
+    cuts=st.lists(st.integers(1, 900), min_size=1, max_size=40),
+    collect=st.sampled_from([1, 7, 500, 1 << 20]),
+)
+def test_frame_buffer_collects_large_frames_in_pieces(
+    sizes: list[int], cuts: list[int], collect: int
+) -> None:
+    frames_in = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    stream = b"".join(len(f).to_bytes(4, "big") + f for f in frames_in)
+    saved = frames._COLLECT_BYTES
+    frames._COLLECT_BYTES = collect
+    try:
+        buffer = frames.FrameBuffer(2_000)
+        out: list[bytes] = []
+        pos, i = 0, 0
+        while pos < len(stream):
+            step = cuts[i % len(cuts)]
+            out += buffer.feed(stream[pos : pos + step])
+            pos, i = pos + step, i + 1
+    finally:
+        frames._COLLECT_BYTES = saved
+    assert out == [f for f in frames_in if len(f) <= 2_000]
+    assert buffer.pending == 0
+    assert buffer.oversized == sum(len(f) > 2_000 for f in frames_in)

@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
 
@@ -251,3 +253,38 @@ async def test_default_limits() -> None:
 async def test_limits_are_validated(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Limits(**options)
+
+
+async def test_large_arguments_are_logged_as_a_digest_of_their_json(
+    runtime: ProcessRuntime,
+) -> None:
+    # The bridge measures and hashes a big argument's JSON off the loop; the session log
+    # records exactly what it would have computed itself.
+    from sandbox_helpers import add_tool
+
+    rt = ToolRuntime(mode="code", code_runtime=runtime)
+    rt.register(add_tool())
+    session = MemorySessionLog()
+    agent = rt.scope("agent", session=session)
+    if is_ts(runtime):
+        code = "return await tools.add({a: 1, b: 2, pad: 'é'.repeat(100000)})"
+    else:
+        code = "return await tools.add({'a': 1, 'b': 2, 'pad': 'é' * 100000})"
+    result = await rt.execute(
+        ToolExecutionInput(
+            call_id="call-1",
+            name="run_code",
+            arguments={"code": code, "description": "big arguments"},
+            signal=AbortController().signal,
+            agent=agent,
+        )
+    )
+    assert not result.is_error, result.content
+    body = msgspec.json.encode({"a": 1, "b": 2, "pad": "é" * 100_000})
+    start, settle = session.events
+    for event in (start, settle):
+        assert event["truncatedFields"] == ["arguments"]
+        marker = event["arguments"]
+        assert marker["bytes"] == len(body)
+        assert marker["sha256"] == hashlib.sha256(body).hexdigest()
+        assert body.decode().startswith(marker["preview"])
