@@ -349,7 +349,10 @@ for i in range(10):
     bridge.send_raw(len(data).to_bytes(4, 'big') + data)
 time.sleep(5)
 """
-    assert err(await raw(raw_runtime, program)) == "sub-call limit reached (5 calls per run)"
+    assert (
+        err(await raw(raw_runtime, program), "sub-call-limit")
+        == "sub-call limit reached (5 calls per run)"
+    )
 
 
 async def test_worker_exit_code_is_reported(raw_runtime: PythonRuntime) -> None:

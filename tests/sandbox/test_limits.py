@@ -207,7 +207,7 @@ async def test_sub_call_limit_is_terminal(trun: Run) -> None:
         "n = 0\nfor i in range(100):\n    try:\n        await tools.echo({'i': i})\n"
         "        n += 1\n    except Exception:\n        pass\nreturn n"
     )
-    assert err(await trun(program)) == "sub-call limit reached (50 calls per run)"
+    assert err(await trun(program), "sub-call-limit") == "sub-call limit reached (50 calls per run)"
 
 
 # -- abort, disposal, dead workers ------------------------------------------------------
