@@ -30,9 +30,11 @@ from ._py_policy import READABLE_DUNDERS
 
 __all__ = [
     "PROGRAM_MODULE",
+    "check_attribute_name",
     "guarded_getattr",
     "guarded_getitem",
     "guarded_write",
+    "is_program_defined",
     "make_builtins",
     "make_guards",
 ]
@@ -59,7 +61,8 @@ _WRITABLE = (
 _MISSING: Any = object()
 
 
-def _is_program_defined(obj: Any) -> bool:
+def is_program_defined(obj: Any) -> bool:
+    """Whether ``obj`` is the program's own function, class or instance of its class."""
     cls = obj if isinstance(obj, type) else type(obj)
     if isinstance(obj, types.FunctionType):
         return bool(obj.__module__ == PROGRAM_MODULE)
@@ -69,7 +72,8 @@ def _is_program_defined(obj: Any) -> bool:
         return False
 
 
-def _check_name(name: Any) -> str:
+def check_attribute_name(name: Any) -> str:
+    """``name`` if programs may read an attribute of that name, else raise."""
     if type(name) is not str:
         raise TypeError("attribute name must be a string")
     if name.startswith("_") and name not in READABLE_DUNDERS:
@@ -105,6 +109,18 @@ def _safe_format_map(template: str, mapping: Any, /) -> str:
     return _FORMATTER.vformat(template, (), mapping)
 
 
+def _user_string_format(self: Any, /, *args: Any, **kwargs: Any) -> str:
+    if not isinstance(self, collections.UserString):
+        raise TypeError("UserString.format() requires a UserString")
+    return _safe_format(self.data, *args, **kwargs)
+
+
+def _user_string_format_map(self: Any, mapping: Any, /) -> str:
+    if not isinstance(self, collections.UserString):
+        raise TypeError("UserString.format_map() requires a UserString")
+    return _safe_format_map(self.data, mapping)
+
+
 class _BoundFormat:
     __slots__ = ("__mapping", "__template")
 
@@ -123,18 +139,23 @@ class _BoundFormat:
 
 def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
     """``getattr`` for programs (see module docstring)."""
-    name = _check_name(name)
+    name = check_attribute_name(name)
     if name in ("format", "format_map"):
         if isinstance(obj, str):
             return _BoundFormat(obj, name == "format_map")
+        if isinstance(obj, collections.UserString):
+            # UserString.format delegates to the real str.format of ``.data``.
+            return _BoundFormat(obj.data, name == "format_map")
         if isinstance(obj, type) and issubclass(obj, str):
             return _safe_format if name == "format" else _safe_format_map
+        if isinstance(obj, type) and issubclass(obj, collections.UserString):
+            return _user_string_format if name == "format" else _user_string_format_map
     if name in _DRIVERS and not isinstance(obj, types.GeneratorType):
         if isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)) or hasattr(
             obj, "__await__"
         ):
             raise AttributeError(f'"{name}" of coroutines is not available to programs')
-    if name == "obj" and isinstance(obj, AttributeError) and not _is_program_defined(obj):
+    if name == "obj" and isinstance(obj, AttributeError) and not is_program_defined(obj):
         raise AttributeError('"obj" of AttributeError is not available to programs')
     if isinstance(obj, _FORBIDDEN_VALUES):
         raise AttributeError(f"'{type(obj).__name__}' objects are not accessible to programs")
@@ -166,14 +187,14 @@ def guarded_getitem(obj: Any, key: Any) -> Any:
 
 def guarded_write(obj: Any) -> Any:
     """Return ``obj`` if the program may assign to its attributes or items."""
-    if isinstance(obj, _WRITABLE) or _is_program_defined(obj):
+    if isinstance(obj, _WRITABLE) or is_program_defined(obj):
         return obj
     raise TypeError(f"'{type(obj).__name__}' objects cannot be modified by programs")
 
 
 def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
     """``setattr`` through the write guard."""
-    name = _check_name(name)
+    name = check_attribute_name(name)
     if name in READABLE_DUNDERS:
         raise AttributeError(f'"{name}" cannot be assigned by programs')
     setattr(guarded_write(obj), name, value)
@@ -181,7 +202,7 @@ def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
 
 def guarded_delattr(obj: Any, name: Any) -> None:
     """``delattr`` through the write guard."""
-    name = _check_name(name)
+    name = check_attribute_name(name)
     if name in READABLE_DUNDERS:
         raise AttributeError(f'"{name}" cannot be deleted by programs')
     delattr(guarded_write(obj), name)
@@ -236,8 +257,7 @@ def safe_dir(*args: Any) -> list[str]:
     return [name for name in dir(args[0]) if not name.startswith("_")]
 
 
-def make_class(name: str, bases: tuple[Any, ...], namespace: dict[str, Any], **kw: Any) -> Any:
-    """``__metaclass__``: create a class statement's class with the bases' metaclass."""
+def _metaclass_of(bases: tuple[Any, ...]) -> type:
     meta: type = type
     for base in bases:
         candidate = type(base)
@@ -245,7 +265,21 @@ def make_class(name: str, bases: tuple[Any, ...], namespace: dict[str, Any], **k
             meta = candidate
         elif not issubclass(meta, candidate):
             raise TypeError("metaclass conflict in class bases")
-    return meta(name, bases, namespace, **kw)
+    return meta
+
+
+def make_class(name: str, bases: tuple[Any, ...], namespace: dict[str, Any], **kw: Any) -> Any:
+    """``__metaclass__``: create a class statement's class with the bases' metaclass."""
+    return _metaclass_of(bases)(name, bases, namespace, **kw)
+
+
+def _prepare_class(name: str, bases: tuple[Any, ...], **kw: Any) -> Any:
+    # RestrictedPython compiles every class as ``class C(metaclass=__metaclass__)``;
+    # without this, bases whose metaclass prepares a namespace (enum) get a plain dict.
+    return _metaclass_of(bases).__prepare__(name, bases, **kw)
+
+
+make_class.__prepare__ = _prepare_class  # type: ignore[attr-defined]
 
 
 _BUILTIN_NAMES = """

@@ -1,0 +1,342 @@
+"""The guard audit: escapes through allow-listed callables, and the audit table itself.
+
+The first group are regression tests for callables the audit found unsafe (each program
+is ours, written against this sandbox, and each ran to the bad outcome before its fix).
+They run in real workers. The second group checks the audit table (``_py_audit``) covers
+every name a program can reach, so that allowing a new name without classifying it fails.
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import Run, err, ok
+
+from sandbox import _py_audit, _py_builtins, _py_modules
+
+pytestmark = pytest.mark.anyio
+
+_HOSTNAME = Path("/etc/hostname")
+_HOST_SECRET = _HOSTNAME.read_text().strip() if _HOSTNAME.exists() else ""
+
+
+async def test_singledispatch_register_does_not_evaluate_string_annotations(run: Run) -> None:
+    # typing.get_type_hints would eval the annotation in the program's globals without
+    # the guards: the class it builds carries a host file's contents back.
+    program = """
+import functools
+@functools.singledispatch
+def f(x):
+    return "base"
+def g(x: "(lambda b: b.type('Leak', (), {'v': b.open('/etc/hostname').read()}))(getattr.__globals__['builtins'])"):
+    return "leak"
+try:
+    f.register(g)
+except TypeError as e:
+    return "refused: " + str(e)
+return [getattr(k, "v", None) for k in f.registry]
+"""
+    value = ok(await run(program))
+    assert isinstance(value, str), value
+    assert "annotations are not evaluated in the sandbox" in value, value
+    if _HOST_SECRET:
+        assert _HOST_SECRET not in value
+
+
+async def test_singledispatchmethod_register_does_not_evaluate_string_annotations(
+    run: Run,
+) -> None:
+    program = """
+import functools
+class C:
+    @functools.singledispatchmethod
+    def f(self, x):
+        return "base"
+    @f.register
+    def _(self, x: "getattr.__globals__['builtins'].__name__"):
+        return "leak"
+return C().f(1)
+"""
+    assert "annotations are not evaluated in the sandbox" in err(await run(program))
+
+
+async def test_singledispatch_still_dispatches_on_classes_and_annotations(run: Run) -> None:
+    program = """
+import functools
+@functools.singledispatch
+def kind(x):
+    return "other"
+@kind.register
+def _(x: int):
+    return "int"
+@kind.register(str)
+def _(x):
+    return "str"
+@kind.register
+def _(x: list | tuple):
+    return "seq"
+class C:
+    @functools.singledispatchmethod
+    def f(self, x):
+        return "base"
+    @f.register
+    def _(self, x: float):
+        return "float"
+return [kind(1), kind("a"), kind([1]), kind(()), kind(None), C().f(1.5), C().f(1)]
+"""
+    assert ok(await run(program)) == ["int", "str", "seq", "seq", "other", "float", "base"]
+
+
+async def test_user_string_format_goes_through_the_guards(run: Run) -> None:
+    # UserString.format delegates to the real str.format of .data, whose field lookups
+    # skipped the attribute guard.
+    program = """
+import collections
+out = []
+for attempt in [
+    lambda: collections.UserString("{0.__class__.__mro__}").format(1),
+    lambda: collections.UserString.format(collections.UserString("{0.__class__}"), 1),
+    lambda: collections.UserString("{a.__class__}").format_map({"a": 1}),
+]:
+    try:
+        out.append(attempt())
+    except AttributeError as e:
+        out.append("refused")
+out.append(collections.UserString("{0}-{x}").format(1, x=2))
+return out
+"""
+    assert ok(await run(program)) == ["refused", "refused", "refused", "1-2"]
+
+
+async def test_dataclass_cannot_rewrite_foreign_classes(run: Run) -> None:
+    # dataclass() on a host class turned its annotated private slots into fields that
+    # asdict() read past the guards (handing out the host's binding closure).
+    program = """
+import dataclasses, json
+out = []
+for target in [type(tools), type(json)]:
+    try:
+        dataclasses.dataclass(target)
+        out.append(repr(dataclasses.asdict(tools)))
+    except TypeError as e:
+        out.append(str(e))
+@dataclasses.dataclass(frozen=True)
+class P:
+    x: int = 1
+return out + [dataclasses.asdict(P(2))]
+"""
+    value = ok(await run(program))
+    assert (
+        value[:2]
+        == ["dataclasses.dataclass() can only be applied to the program's own classes"] * 2
+    )
+    assert value[2] == {"x": 2}
+
+
+async def test_total_ordering_cannot_rewrite_foreign_classes(run: Run) -> None:
+    program = """
+import functools, fractions
+try:
+    functools.total_ordering(type(tools))
+except TypeError as e:
+    return str(e)
+return "rewrote a host class"
+"""
+    assert ok(await run(program)) == (
+        "functools.total_ordering() can only be applied to the program's own classes"
+    )
+
+
+async def test_copy_of_a_renamed_method_is_not_an_unguarded_getattr(run: Run) -> None:
+    # copy.copy(bound method) reconstructs it as getattr(self, func.__name__); wraps()
+    # could give a function any __name__ (a namedtuple's typename may be a dunder).
+    program = """
+import collections, copy, functools
+N = collections.namedtuple("__class__", "a")
+def m(self):
+    return 1
+try:
+    m = functools.wraps(N)(m)
+except TypeError as e:
+    return "refused: " + str(e)
+class C:
+    pass
+C.m = m
+got = copy.copy(C().m)
+return "copy returned the class" if isinstance(got, type) else "copy returned a method"
+"""
+    assert (
+        ok(await run(program))
+        == "refused: functools.wraps() cannot copy a dunder __name__ in the sandbox"
+    )
+
+
+async def test_copy_of_a_method_still_works(run: Run) -> None:
+    program = """
+import copy
+class C:
+    def __init__(self):
+        self.n = 2
+    def m(self):
+        return self.n
+c = C()
+m = copy.copy(c.m)
+d = copy.deepcopy([c.m])[0]
+return [m(), d(), copy.copy([1, 2]), copy.deepcopy({"a": [1]})]
+"""
+    assert ok(await run(program)) == [2, 2, [1, 2], {"a": [1]}]
+
+
+async def test_enum_functional_api_cannot_define_dunder_methods(run: Run) -> None:
+    # A dunder member became a method: an __exit__ that swallows MemoryError without the
+    # terminal-limit guard every program-written __exit__ gets.
+    program = """
+import enum
+try:
+    E = enum.Enum("E", [("A", 1), ("__enter__", lambda s: s), ("__exit__", lambda *a: True)])
+except ValueError as e:
+    return "refused: " + str(e)
+with E.A:
+    b = bytearray(1 << 40)
+return "survived a MemoryError"
+"""
+    assert ok(await run(program)).startswith("refused: enum member names may not start with")
+
+
+async def test_enum_functional_api_still_works(run: Run) -> None:
+    program = """
+import enum
+Color = enum.Enum("Color", "RED GREEN")
+Perm = enum.Flag("Perm", [("R", 4), ("W", 2)])
+Level = enum.IntEnum("Level", {"LOW": 1, "HIGH": 2})
+class Shape(enum.Enum):
+    SQUARE = enum.auto()
+    CIRCLE = enum.auto()
+return [Color.RED.name, Color(2).name, (Perm.R | Perm.W).value, Level.HIGH + 1,
+        Shape.CIRCLE.value, isinstance(Color.RED, enum.Enum), [c.name for c in Color]]
+"""
+    assert ok(await run(program)) == ["RED", "GREEN", 6, 3, 2, True, ["RED", "GREEN"]]
+
+
+async def test_operator_getters_go_through_the_guards(run: Run) -> None:
+    program = """
+import operator
+out = []
+for attempt in [
+    lambda: operator.attrgetter("__class__")(1),
+    lambda: operator.attrgetter("real.__class__")(1),
+    lambda: operator.methodcaller("__reduce_ex__", 2)(1),
+    lambda: operator.attrgetter("gi_frame")(i for i in []),
+]:
+    try:
+        out.append(repr(attempt()))
+    except AttributeError:
+        out.append("refused")
+try:
+    operator.setitem(type(tools).__init__, "x", 1)
+except (TypeError, AttributeError):
+    out.append("write refused")
+d = {}
+operator.setitem(d, "k", 1)
+out.append([operator.attrgetter("real", "imag")(3), operator.methodcaller("upper")("a"), d])
+return out
+"""
+    assert ok(await run(program)) == [
+        "refused", "refused", "refused", "refused", "write refused", [[3, 0], "A", {"k": 1}]
+    ]  # fmt: skip
+
+
+async def test_internal_imports_of_library_code_pass_but_program_imports_do_not(run: Run) -> None:
+    # datetime's C code imports time through the program's __import__; the program's
+    # own imports of unlisted (even already loaded) modules stay refused.
+    program = """
+import datetime
+d = datetime.datetime(2024, 3, 5, 10, 0)
+out = [d.strftime("%A %d %B"), f"{d:%Y-%m}", d.timetuple().tm_yday]
+try:
+    import _strptime
+    out.append("imported _strptime")
+except ImportError as e:
+    out.append(str(e).split(" (")[0])
+return out
+"""
+    assert ok(await run(program)) == [
+        "Tuesday 05 March", "2024-03", 65, 'import of "_strptime" is not allowed'
+    ]  # fmt: skip
+
+
+# -- the audit table ---------------------------------------------------------------------
+
+
+class _Printer:
+    def _call_print(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def _exported(module: str) -> dict[str, object]:
+    """What ``import module`` gives a program (per-run modules bound to a dummy run)."""
+    importer = _py_modules.make_importer({})
+    proxy = importer(module, {"_print_": lambda _: _Printer()}, None, ("x",), 0)
+    return {name: getattr(proxy, name) for name in dir(proxy)}
+
+
+def test_every_allowed_module_name_is_classified() -> None:
+    unclassified = []
+    for module in _py_modules.ALLOWED_MODULES:
+        if module == "asyncio":
+            continue  # built per run by the guest (py-guest's facade)
+        for name in _exported(module):
+            if f"{module}.{name}" not in _py_audit.AUDIT:
+                unclassified.append(f"{module}.{name}")
+    assert not unclassified, f"allowed but not classified in _py_audit.AUDIT: {unclassified}"
+
+
+def test_every_builtin_is_classified() -> None:
+    table = _py_builtins.make_builtins(lambda *a, **k: None)
+    missing = [f"builtins.{n}" for n in table if f"builtins.{n}" not in _py_audit.AUDIT]
+    assert not missing, f"builtins not classified in _py_audit.AUDIT: {missing}"
+
+
+def test_audit_verdicts_are_known_and_reasoned() -> None:
+    for key, (verdict, reason) in _py_audit.AUDIT.items():
+        assert verdict in _py_audit.VERDICTS, key
+        assert len(reason) > 10, key
+
+
+def test_removed_names_are_not_reachable() -> None:
+    for key, (verdict, _reason) in _py_audit.AUDIT.items():
+        module, name = key.rsplit(".", 1)
+        if verdict != "removed":
+            continue
+        if module == "builtins":
+            table = _py_builtins.make_builtins(lambda *a, **k: None)
+            assert name not in table, key
+        else:
+            assert name not in _exported(module), key
+
+
+def test_wrapped_names_are_not_the_originals() -> None:
+    import importlib
+
+    for key, (verdict, _reason) in _py_audit.AUDIT.items():
+        module, name = key.rsplit(".", 1)
+        if verdict != "wrapped" or module == "builtins":
+            continue
+        real = getattr(importlib.import_module(module), name)
+        assert _exported(module)[name] is not real, key
+
+
+def test_no_exported_value_is_a_module_metaclass_or_eval_like_builtin() -> None:
+    dangerous = {id(getattr(builtins, n)) for n in ("eval", "exec", "compile", "open")}
+    dangerous |= {id(builtins.__import__), id(builtins.globals), id(builtins.vars)}
+    for module in _py_modules.ALLOWED_MODULES:
+        if module == "asyncio":
+            continue
+        for name, value in _exported(module).items():
+            assert not isinstance(value, types.ModuleType), (module, name)
+            assert id(value) not in dangerous, (module, name)
+            if isinstance(value, type):
+                assert not issubclass(value, type), f"{module}.{name} is a metaclass"
