@@ -159,6 +159,8 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         raise AttributeError('"obj" of AttributeError is not available to programs')
     if isinstance(obj, _FORBIDDEN_VALUES):
         raise AttributeError(f"'{type(obj).__name__}' objects are not accessible to programs")
+    if name in _INITIALISERS:
+        return _guarded_initialiser(obj, name, default)
     try:
         value = getattr(obj, name)
     except AttributeError as exc:
@@ -168,6 +170,64 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         raise AttributeError(str(exc)) from None
     if isinstance(value, _FORBIDDEN_VALUES):
         raise AttributeError(f'"{name}" is not accessible to programs')
+    return value
+
+
+_INITIALISERS = frozenset({"__init__", "__post_init__"})
+
+
+def _may_reinitialise(obj: Any) -> bool:
+    # Re-running an initialiser writes the object's state: the write guard's rule.
+    return isinstance(obj, _WRITABLE) or is_program_defined(obj)
+
+
+class _CheckedInitialiser:
+    """A foreign class's ``__init__``: callable only on what the program may write."""
+
+    __slots__ = ("__function",)
+
+    def __init__(self, function: Any) -> None:
+        self.__function = function
+
+    def __call__(self, instance: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if not _may_reinitialise(instance):
+            raise TypeError(
+                f"'{type(instance).__name__}' objects cannot be re-initialised by programs"
+            )
+        return self.__function(instance, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self.__function)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("initialisers cannot be copied or pickled")
+
+
+def _guarded_initialiser(obj: Any, name: str, default: Any) -> Any:
+    """``obj.__init__``: readable for ``super().__init__(...)`` and ``Base.__init__(self)``,
+    but a host object's bound initialiser (``tools.__init__``) would let a program
+    rewrite its state (a module proxy's table, the bindings' call function)."""
+    if isinstance(obj, super):
+        allowed = _may_reinitialise(obj.__self__)  # type: ignore[attr-defined]
+    elif isinstance(obj, type):
+        allowed = True
+    else:
+        allowed = _may_reinitialise(obj)
+    if not allowed:
+        if default is not _MISSING:
+            return default
+        raise AttributeError(f"\"{name}\" of '{type(obj).__name__}' objects is not available")
+    try:
+        value = getattr(obj, name)
+    except AttributeError as exc:
+        if default is not _MISSING:
+            return default
+        raise AttributeError(str(exc)) from None
+    if isinstance(obj, type) and not (
+        isinstance(value, types.FunctionType) and value.__module__ == PROGRAM_MODULE
+    ):
+        # Unbound: ``Base.__init__(anything)``; the program's own functions are its own.
+        return _CheckedInitialiser(value)
     return value
 
 

@@ -268,6 +268,39 @@ return out
     ]  # fmt: skip
 
 
+async def test_host_objects_cannot_be_reinitialised(run: Run) -> None:
+    # __init__ is readable (for super().__init__), but a host object's bound initialiser
+    # rewrote its private state: a module proxy's table, the bindings' call function.
+    program = """
+import json
+out = []
+for attempt in [
+    lambda: json.__init__("json", {"dumps": lambda x: "hijacked"}),
+    lambda: type(json).__init__(json, "json", {"dumps": lambda x: "hijacked"}),
+    lambda: super(type(json), json).__init__,
+    lambda: type(tools).__init__(tools, "tools", [], print),
+]:
+    try:
+        attempt()
+        out.append("reached")
+    except (AttributeError, TypeError):
+        out.append("refused")
+out.append(json.dumps(1))
+class E(ValueError):
+    def __init__(self, m):
+        super().__init__(m)
+        ValueError.__init__(self, m + "!")
+class D(dict):
+    def __init__(self):
+        dict.__init__(self, a=1)
+out.append([str(E("x")), D()])
+return out
+"""
+    assert ok(await run(program)) == [
+        "refused", "refused", "refused", "refused", "1", ["x!", {"a": 1}]
+    ]  # fmt: skip
+
+
 # -- the audit table ---------------------------------------------------------------------
 
 
