@@ -19,6 +19,7 @@ import collections
 import decimal
 import operator
 import string
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -27,13 +28,16 @@ from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
 from ._py_policy import READABLE_DUNDERS
+from ._py_traceback import FILENAME as _PROGRAM_FILENAME
 
 __all__ = [
     "PROGRAM_MODULE",
     "check_attribute_name",
+    "code_audit",
     "guarded_getattr",
     "guarded_getitem",
     "guarded_write",
+    "install_audit_hook",
     "is_program_defined",
     "make_builtins",
     "make_guards",
@@ -398,3 +402,52 @@ def make_guards(
         "_ret_": returned,
         "_typename_": typename,
     }
+
+
+# -- a second net: no code evaluation on the program's behalf ------------------------------
+
+_CODE_EVENTS = frozenset({"exec", "compile"})
+# Library functions that compile and run generated source for the program: from fixed
+# templates and validated identifiers, with their own namespaces (see _py_audit).
+_CODE_CALLERS = frozenset(
+    {
+        ("dataclasses", "_create_fn"),  # 3.11
+        ("dataclasses", "add_fns_to_class"),  # 3.13
+        ("collections", "namedtuple"),
+    }
+)
+# typing.ForwardRef.__init__ compiles a string annotation; running it needs
+# ForwardRef._evaluate, which is not on this list.
+_COMPILE_ONLY_CALLERS = frozenset({("typing", "__init__")})
+_installed = False
+
+
+def code_audit(event: str, args: Any) -> None:
+    """Audit hook: refuse ``compile``/``exec``/``eval`` while program code is running,
+    unless called by one of the audited code generators.
+
+    The guard audit removes or wraps every allowed callable that evaluates strings; this
+    catches one the audit missed (the way ``typing.get_type_hints`` once did) before the
+    string runs with the real builtins. Dormant outside program frames (the guest's own
+    compile, the fork server, the test-only raw guest).
+    """
+    if event not in _CODE_EVENTS:
+        return
+    caller = sys._getframe(1)
+    frame: types.FrameType | None = caller
+    while frame is not None and frame.f_code.co_filename != _PROGRAM_FILENAME:
+        frame = frame.f_back
+    if frame is None:
+        return
+    key = (caller.f_globals.get("__name__"), caller.f_code.co_name)
+    if key in _CODE_CALLERS or (event == "compile" and key in _COMPILE_ONLY_CALLERS):
+        return
+    raise RuntimeError(f"{event}() of code is not allowed in the sandbox")
+
+
+def install_audit_hook() -> None:
+    """Install ``code_audit`` once per process (the fork server; workers inherit it)."""
+    global _installed
+    if not _installed:
+        sys.addaudithook(code_audit)
+        _installed = True

@@ -29,7 +29,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _py_stdlib
+from . import _py_builtins, _py_stdlib
 
 __all__ = ["ALLOWED_MODULES", "ModuleProxy", "make_importer", "module_table", "warm"]
 
@@ -330,7 +330,9 @@ def make_importer(extra: Mapping[str, ModuleProxy]) -> Callable[..., ModuleProxy
 
 
 def warm() -> None:
-    """Build every table and run the lazy import paths of the allowed modules."""
+    """Build every table, run the lazy import paths of the allowed modules, and install
+    the audit hook that refuses code evaluation under program frames (inherited by every
+    worker forked afterwards)."""
     for name in ALLOWED_MODULES:
         if name != "asyncio":
             module_table(name)
@@ -387,3 +389,4 @@ def warm() -> None:
     _ = shlex.split("a 'b c'"), shlex.quote("a b"), shlex.join(["a", "b"])
     _ = pathlib.PurePosixPath("/a/b.txt").with_suffix(".md").relative_to("/a").parts
     _ = hashlib.new("sha256", b"x").hexdigest(), hashlib.blake2b(b"x"), hashlib.sha3_256(b"x")
+    _py_builtins.install_audit_hook()

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import builtins
 import types
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from sandbox_helpers import Run, err, ok
 
-from sandbox import _py_audit, _py_builtins, _py_modules
+from engine import AbortController, CodeRunRequest
+from sandbox import Limits, PythonRuntime, _py_audit, _py_builtins, _py_modules
 
 pytestmark = pytest.mark.anyio
 
@@ -373,3 +377,60 @@ def test_no_exported_value_is_a_module_metaclass_or_eval_like_builtin() -> None:
             assert id(value) not in dangerous, (module, name)
             if isinstance(value, type):
                 assert not issubclass(value, type), f"{module}.{name} is a metaclass"
+
+
+# -- the second net: an audit hook in every Python worker ----------------------------------
+
+
+@pytest.fixture(scope="module")
+async def raw_runtime() -> AsyncIterator[PythonRuntime]:
+    # The test-only raw guest shares the fork server (and so the audit hook) with the
+    # Python guest; its code can impersonate program frames, as an escape would.
+    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    async with PythonRuntime(Limits(compute_ms=10_000), _guests=guests) as runtime:
+        yield runtime
+
+
+async def _raw(runtime: PythonRuntime, program: str) -> Any:
+    request = CodeRunRequest(program, [], AbortController().signal)
+    with anyio.fail_after(50):
+        return ok(await runtime._run_session(request, "raw"))
+
+
+async def test_code_evaluation_under_program_frames_is_refused(raw_runtime: PythonRuntime) -> None:
+    # What any future evaluating callable would do: eval() called with program code on
+    # the stack. The library's own generators (dataclass, namedtuple) keep working.
+    program = """
+source = '''
+def evaluate():
+    out = []
+    for attempt in [lambda: eval("1 + 1"), lambda: exec("x = 1"), lambda: compile("1", "s", "eval")]:
+        try:
+            out.append("ran: " + type(attempt()).__name__)
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+def generate():
+    import collections, dataclasses, typing
+    @dataclasses.dataclass
+    class P:
+        x: int = 1
+    N = collections.namedtuple("N", "a b")
+    class T(typing.NamedTuple):
+        y: "int" = 2
+    return [P().x, N(1, 2).b, T().y, typing.List["x"] is not None]
+'''
+namespace = {}
+exec(compile(source, "<program>", "exec"), namespace)
+outside = eval("2 + 2")
+result = [namespace["evaluate"](), namespace["generate"](), outside]
+"""
+    assert await _raw(raw_runtime, program) == [
+        [
+            "compile() of code is not allowed in the sandbox",
+            "compile() of code is not allowed in the sandbox",
+            "compile() of code is not allowed in the sandbox",
+        ],
+        [1, 2, 2, True],
+        4,
+    ]
