@@ -59,7 +59,8 @@ _group(
 _group(
     "safe",
     "descriptors and base classes for the program's own classes; object's dunders stay "
-    "behind the underscore rule",
+    "behind the underscore rule; on super objects the guard resolves format/format_map "
+    "and __init__ by the bound instance (super(S, s).format is str.format)",
     "builtins",
     "classmethod object property staticmethod super",
 )

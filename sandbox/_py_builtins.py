@@ -145,14 +145,16 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
     """``getattr`` for programs (see module docstring)."""
     name = check_attribute_name(name)
     if name in ("format", "format_map"):
-        if isinstance(obj, str):
-            return _BoundFormat(obj, name == "format_map")
-        if isinstance(obj, collections.UserString):
+        # ``super(S, s).format`` (S a str subclass) is the real str.format bound to s.
+        subject = obj.__self__ if isinstance(obj, super) else obj  # type: ignore[attr-defined]
+        if isinstance(subject, str):
+            return _BoundFormat(subject, name == "format_map")
+        if isinstance(subject, collections.UserString):
             # UserString.format delegates to the real str.format of ``.data``.
-            return _BoundFormat(obj.data, name == "format_map")
-        if isinstance(obj, type) and issubclass(obj, str):
+            return _BoundFormat(subject.data, name == "format_map")
+        if isinstance(subject, type) and issubclass(subject, str):
             return _safe_format if name == "format" else _safe_format_map
-        if isinstance(obj, type) and issubclass(obj, collections.UserString):
+        if isinstance(subject, type) and issubclass(subject, collections.UserString):
             return _user_string_format if name == "format" else _user_string_format_map
     if name in _DRIVERS and not isinstance(obj, types.GeneratorType):
         if isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)) or hasattr(

@@ -115,6 +115,31 @@ return out
     assert ok(await run(program)) == ["refused", "refused", "refused", "1-2"]
 
 
+async def test_format_through_super_goes_through_the_guards(run: Run) -> None:
+    # super(S, s).format is the real str.format (or UserString.format) bound to s.
+    program = """
+import collections
+class S(str):
+    pass
+class U(collections.UserString):
+    pass
+out = []
+for attempt in [
+    lambda: super(S, S("{0.__class__.__mro__}")).format(1),
+    lambda: super(S, S).format("{0.__class__.__mro__}", 1),
+    lambda: super(U, U("{0.__class__.__mro__}")).format(1),
+    lambda: super(S, S("{a.__class__}")).format_map({"a": 1}),
+]:
+    try:
+        out.append(attempt())
+    except AttributeError:
+        out.append("refused")
+out.append(super(S, S("{0}!")).format(1))
+return out
+"""
+    assert ok(await run(program)) == ["refused", "refused", "refused", "refused", "1!"]
+
+
 async def test_dataclass_cannot_rewrite_foreign_classes(run: Run) -> None:
     # dataclass() on a host class turned its annotated private slots into fields that
     # asdict() read past the guards (handing out the host's binding closure).

@@ -39,9 +39,10 @@ t0, m0, p0 = time.time(), time.monotonic(), time.perf_counter()
 time.sleep(0.05)
 elapsed = time.monotonic() - m0
 return [t0 > 1.6e9, 0.04 < elapsed < 5, time.perf_counter() > p0,
-        time.strftime("%Y", time.gmtime(0)), time.monotonic_ns() > 0]
+        time.strftime("%Y", time.gmtime(0)), time.monotonic_ns() > 0,
+        time.strptime("2024-02", "%Y-%m").tm_mon]
 """
-    assert ok(await run(program)) == [True, True, True, "1970", True]
+    assert ok(await run(program)) == [True, True, True, "1970", True, 2]
 
 
 async def test_time_sleep_rejects_bad_lengths(run: Run) -> None:
@@ -184,6 +185,10 @@ async def test_urllib_exposes_only_parse(run: Run) -> None:
     message = err(await run("import urllib.request"))
     assert 'import of "urllib.request" is not allowed' in message
     assert "has no attribute 'request'" in err(await run("import urllib\nurllib.request"))
+    # IMPORT_FROM falls back to sys.modules["<package>.<name>"] when the package has a
+    # __name__: proxies have none, so no real submodule is reachable that way.
+    for program in ("from urllib import request", "from urllib.parse import sys"):
+        assert "cannot import name" in err(await run(program))
 
 
 async def test_copy_pprint_and_typing(run: Run) -> None:
