@@ -189,7 +189,7 @@ _group(
 )
 _group(
     "safe",
-    "exec's generated source built only from validated identifiers, in a namespace with "
+    "eval()s generated source built only from validated identifiers, in a namespace with "
     "empty builtins; the class's __module__ is the caller's (the program)",
     "collections",
     "namedtuple",
@@ -602,14 +602,16 @@ _group(
 _group(
     "safe",
     "class builders over collections.namedtuple / dict; string annotations become "
-    "ForwardRefs and are never evaluated",
+    "ForwardRefs, whose constructor compile()s them; nothing exported evaluates one "
+    "(get_type_hints and ForwardRef are removed; the audit hook refuses _evaluate's eval)",
     "typing",
     "NamedTuple TypedDict",
 )
 _group(
     "safe",
     "isinstance() against a runtime protocol probes the protocol's own member names with "
-    "hasattr and returns only a bool",
+    "hasattr and returns only a bool; subscription compile()s string arguments into "
+    "ForwardRefs, never evaluated",
     "typing",
     "Protocol runtime_checkable",
 )

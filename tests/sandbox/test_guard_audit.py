@@ -9,6 +9,7 @@ every name a program can reach, so that allowing a new name without classifying 
 from __future__ import annotations
 
 import builtins
+import dis
 import types
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -459,3 +460,121 @@ result = [namespace["evaluate"](), namespace["generate"](), outside]
         [1, 2, 2, True],
         4,
     ]
+
+
+# -- a static walk: which exported callables can reach code evaluation ----------------------
+
+# Names whose presence in a reachable code object means "may evaluate or import by
+# string, or look attributes up by string": a "safe" verdict must say how it is handled.
+# The builtins count only when loaded as the builtin (re.compile is not compile).
+_BUILTIN_PRIMITIVES = {"eval": "eval", "exec": "exec", "compile": "compile", "__import__": "import"}
+_PRIMITIVES = {
+    "get_type_hints": "eval",
+    "_eval_type": "eval",
+    "_evaluate": "eval",
+    "import_module": "import",
+    "vformat": "format",
+    "attrgetter": "getattr",
+    "methodcaller": "getattr",
+}
+_CONSTRUCTORS = ("__init__", "__new__", "__call__", "__init_subclass__", "__set_name__")
+
+
+def _codes(code: types.CodeType) -> list[types.CodeType]:
+    out = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out.extend(_codes(const))
+    return out
+
+
+def _functions_of(value: object, *, all_methods: bool) -> list[types.FunctionType]:
+    if isinstance(value, types.FunctionType):
+        return [value]
+    if isinstance(value, (classmethod, staticmethod)):
+        return _functions_of(value.__func__, all_methods=all_methods)
+    if isinstance(value, property):
+        return [f for f in (value.fget, value.fset) if isinstance(f, types.FunctionType)]
+    if isinstance(value, type):
+        out: list[types.FunctionType] = []
+        for cls in value.__mro__:
+            if cls.__module__ == "builtins":
+                continue
+            for name, member in vars(cls).items():
+                if all_methods or name in _CONSTRUCTORS:
+                    out.extend(_functions_of(member, all_methods=False))
+        return out
+    if all_methods and not isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
+        # An exported instance (a special form, a UUID, a wrapper): its class's methods.
+        return _functions_of(type(value), all_methods=True)
+    call = vars(type(value)).get("__call__")
+    return [call] if isinstance(call, types.FunctionType) else []
+
+
+def _reaches(value: object) -> set[str]:
+    """Primitives named anywhere in the Python code ``value`` can run (C code not seen)."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = _functions_of(value, all_methods=True)
+    while todo:
+        function = todo.pop()
+        if id(function.__code__) in seen:
+            continue
+        seen.add(id(function.__code__))
+        cells = [c.cell_contents for c in function.__closure__ or () if _cell_set(c)]
+        for referenced in cells:
+            todo.extend(_functions_of(referenced, all_methods=False))
+        for code in _codes(function.__code__):
+            for instruction in dis.get_instructions(code):
+                name = instruction.argval
+                if (
+                    instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+                    and name in _BUILTIN_PRIMITIVES
+                    and function.__globals__.get(name, getattr(builtins, name))
+                    is getattr(builtins, name)
+                ):
+                    found.add(_BUILTIN_PRIMITIVES[name])
+            modules = [
+                value
+                for value in (function.__globals__.get(n) for n in code.co_names)
+                if isinstance(value, types.ModuleType)
+            ]
+            for name in code.co_names:
+                if name in _PRIMITIVES:
+                    found.add(_PRIMITIVES[name])
+                target = function.__globals__.get(name)
+                if target is not None:
+                    todo.extend(_functions_of(target, all_methods=False))
+                for module in modules:  # ``dataclasses.dataclass(...)``: module attributes
+                    todo.extend(_functions_of(getattr(module, name, None), all_methods=False))
+    return found
+
+
+def _cell_set(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def test_static_walk_every_evaluating_export_is_accounted_for() -> None:
+    unexplained = []
+    for module in _py_modules.ALLOWED_MODULES:
+        if module == "asyncio":
+            continue
+        for name, value in _exported(module).items():
+            verdict, reason = _py_audit.AUDIT[f"{module}.{name}"]
+            for primitive in sorted(_reaches(value)):
+                if verdict == "safe" and primitive not in reason:
+                    unexplained.append(f"{module}.{name} reaches {primitive}: {reason}")
+    assert not unexplained, "\n".join(unexplained)
+
+
+def test_static_walk_sees_the_known_escape() -> None:
+    import functools
+    import typing
+
+    assert "eval" in _reaches(functools.singledispatch)
+    assert "eval" in _reaches(typing.get_type_hints)
+    assert "exec" in _reaches(_py_modules.module_table("dataclasses")["dataclass"])
