@@ -350,8 +350,10 @@ def sleep(secs: Any, /) -> None:
 class BytesIO(io.BytesIO):
     """``io.BytesIO`` without ``getbuffer`` (a memoryview, which the builtins withhold)."""
 
+    @property
     def getbuffer(self) -> Any:  # type: ignore[override]
-        raise io.UnsupportedOperation("getbuffer() is not available in the sandbox")
+        # Absent rather than failing: hashlib.file_digest falls back to readinto().
+        raise AttributeError("getbuffer() is not available in the sandbox")
 
 
 BytesIO.__module__ = "io"

@@ -306,7 +306,7 @@ def quiet_process_state() -> Iterator[None]:
 
 @settings(
     # More for a hunt: GUARD_WALK_EXAMPLES=20000 pytest tests/sandbox/test_guard_generative.py
-    max_examples=int(os.environ.get("GUARD_WALK_EXAMPLES", "200")),
+    max_examples=int(os.environ.get("GUARD_WALK_EXAMPLES", "150")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

@@ -119,13 +119,16 @@ text = buf.getvalue()
 rows = list(csv.DictReader(io.StringIO(text)))
 plain = list(csv.reader(["x;y", "1;2"], delimiter=";"))
 b = io.BytesIO(b"abc")
-return [text, rows, plain, b.read(2)[0]]
+import hashlib
+digest = hashlib.file_digest(io.BytesIO(b"abc"), "sha256").hexdigest()[:8]
+return [text, rows, plain, b.read(2)[0], digest]
 """
     assert ok(await run(program)) == [
         'name,n\r\n"a,b",1\r\nc,2\r\n',
         [{"name": "a,b", "n": "1"}, {"name": "c", "n": "2"}],
         [["x", "y"], ["1", "2"]],
         97,
+        "ba7816bf",
     ]
 
 
