@@ -406,7 +406,7 @@ def make_guards(
     }
 
 
-# -- a second net: no code evaluation on the program's behalf ------------------------------
+# -- a second net: no code evaluation or I/O on the program's behalf ----------------------
 
 _CODE_EVENTS = frozenset({"exec", "compile"})
 # Library functions that compile and run generated source for the program: from fixed
@@ -421,30 +421,46 @@ _CODE_CALLERS = frozenset(
 # typing.ForwardRef.__init__ compiles a string annotation; running it needs
 # ForwardRef._evaluate, which is not on this list.
 _COMPILE_ONLY_CALLERS = frozenset({("typing", "__init__")})
+# Nothing a program is offered opens files, lists directories, starts processes, opens
+# sockets or loads native code: such an event under program frames means an escape.
+_IO_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir", "os.system"})
+_IO_PREFIXES = ("os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.kill", "subprocess.",
+                "socket.", "ctypes.", "shutil.", "pty.", "os.remove", "os.rename", "os.rmdir",
+                "os.mkdir", "os.symlink", "os.link", "os.truncate", "os.chmod", "os.chown",
+                "os.putenv", "os.unsetenv", "sys.addaudithook")  # fmt: skip
 _installed = False
 
 
+def _program_frame(frame: types.FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename == _PROGRAM_FILENAME:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def code_audit(event: str, args: Any) -> None:
-    """Audit hook: refuse ``compile``/``exec``/``eval`` while program code is running,
-    unless called by one of the audited code generators.
+    """Audit hook: while program code is running, refuse ``compile``/``exec``/``eval``
+    (unless called by one of the audited code generators) and file, process, socket and
+    native-code events.
 
     The guard audit removes or wraps every allowed callable that evaluates strings; this
     catches one the audit missed (the way ``typing.get_type_hints`` once did) before the
-    string runs with the real builtins. Dormant outside program frames (the guest's own
-    compile, the fork server, the test-only raw guest).
+    string runs with the real builtins, and an escape that reached ``open`` or ``os``
+    before it touches the host. Dormant outside program frames (the guest's own compile
+    and reporting, the fork server, the test-only raw guest).
     """
-    if event not in _CODE_EVENTS:
-        return
-    caller = sys._getframe(1)
-    frame: types.FrameType | None = caller
-    while frame is not None and frame.f_code.co_filename != _PROGRAM_FILENAME:
-        frame = frame.f_back
-    if frame is None:
-        return
-    key = (caller.f_globals.get("__name__"), caller.f_code.co_name)
-    if key in _CODE_CALLERS or (event == "compile" and key in _COMPILE_ONLY_CALLERS):
-        return
-    raise RuntimeError(f"{event}() of code is not allowed in the sandbox")
+    if event in _CODE_EVENTS:
+        caller = sys._getframe(1)
+        if not _program_frame(caller):
+            return
+        key = (caller.f_globals.get("__name__"), caller.f_code.co_name)
+        if key in _CODE_CALLERS or (event == "compile" and key in _COMPILE_ONLY_CALLERS):
+            return
+        raise RuntimeError(f"{event}() of code is not allowed in the sandbox")
+    if event in _IO_EVENTS or event.startswith(_IO_PREFIXES):
+        if _program_frame(sys._getframe(1)):
+            raise PermissionError(f"{event} is not allowed in the sandbox")
 
 
 def install_audit_hook() -> None:

@@ -578,3 +578,37 @@ def test_static_walk_sees_the_known_escape() -> None:
     assert "eval" in _reaches(functools.singledispatch)
     assert "eval" in _reaches(typing.get_type_hints)
     assert "exec" in _reaches(_py_modules.module_table("dataclasses")["dataclass"])
+
+
+async def test_file_and_process_access_under_program_frames_is_refused(
+    raw_runtime: PythonRuntime,
+) -> None:
+    # An escape's payload runs under the program's frames: with the real open/os in
+    # hand it still reads and lists nothing.
+    program = """
+import os
+source = '''
+def probe():
+    out = []
+    for attempt in [lambda: open("/etc/hostname").read(), lambda: os.listdir("/"),
+                    lambda: os.scandir("/etc"), lambda: os.system("true")]:
+        try:
+            out.append("ran: " + type(attempt()).__name__)
+        except PermissionError as e:
+            out.append(str(e))
+    return out
+'''
+namespace = {"os": os}
+exec(compile(source, "<program>", "exec"), namespace)
+outside = type(open("/etc/hostname").read()).__name__
+result = [namespace["probe"](), outside]
+"""
+    assert await _raw(raw_runtime, program) == [
+        [
+            "open is not allowed in the sandbox",
+            "os.listdir is not allowed in the sandbox",
+            "os.scandir is not allowed in the sandbox",
+            "os.system is not allowed in the sandbox",
+        ],
+        "str",
+    ]
