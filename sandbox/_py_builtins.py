@@ -423,9 +423,11 @@ _CODE_CALLERS = frozenset(
 _COMPILE_ONLY_CALLERS = frozenset({("typing", "__init__")})
 # Nothing a program is offered opens files, lists directories, starts processes, opens
 # sockets or loads native code: such an event under program frames means an escape.
+# (Sending on the existing bridge socket is not refused: print runs under program frames.)
 _IO_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir", "os.system"})
 _IO_PREFIXES = ("os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.kill", "subprocess.",
-                "socket.", "ctypes.", "shutil.", "pty.", "os.remove", "os.rename", "os.rmdir",
+                "socket.__new__", "socket.bind", "socket.connect", "socket.getaddrinfo",
+                "socket.gethost", "socket.getnameinfo", "ctypes.", "shutil.", "pty.", "os.remove", "os.rename", "os.rmdir",
                 "os.mkdir", "os.symlink", "os.link", "os.truncate", "os.chmod", "os.chown",
                 "os.putenv", "os.unsetenv", "sys.addaudithook")  # fmt: skip
 _installed = False
