@@ -442,11 +442,11 @@ def per_run_overrides(module: str, stream: ProgramStream) -> dict[str, Any]:
 
     if module == "pprint":
 
-        def pprint_(obj: Any, stream: Any = None, **kwargs: Any) -> None:
-            pprint.pprint(obj, target(stream), **kwargs)
+        def pprint_(obj: Any, stream: Any = None, *args: Any, **kwargs: Any) -> None:
+            pprint.pprint(obj, target(stream), *args, **kwargs)
 
-        def pp(obj: Any, stream: Any = None, **kwargs: Any) -> None:
-            pprint.pp(obj, target(stream), **kwargs)
+        def pp(obj: Any, stream: Any = None, *args: Any, **kwargs: Any) -> None:
+            pprint.pp(obj, target(stream), *args, **kwargs)
 
         class PrettyPrinter(pprint.PrettyPrinter):
             """``pprint.PrettyPrinter`` printing to the program's output by default."""
