@@ -32,6 +32,8 @@ from ._py_traceback import FILENAME as _PROGRAM_FILENAME
 
 __all__ = [
     "PROGRAM_MODULE",
+    "DeniedAccess",
+    "DeniedWrite",
     "check_attribute_name",
     "code_audit",
     "guarded_getattr",
@@ -65,6 +67,19 @@ _WRITABLE = (
 _MISSING: Any = object()
 
 
+class DeniedAccess(AttributeError):
+    """A guard refused an attribute read; the guest ends the run (kind ``forbidden``)."""
+
+
+class DeniedWrite(TypeError):
+    """A guard refused a write; the guest ends the run (kind ``forbidden``)."""
+
+
+# Tracebacks and ``type(e).__name__`` show the familiar names.
+DeniedAccess.__name__ = DeniedAccess.__qualname__ = "AttributeError"
+DeniedWrite.__name__ = DeniedWrite.__qualname__ = "TypeError"
+
+
 def is_program_defined(obj: Any) -> bool:
     """Whether ``obj`` is the program's own function, class or instance of its class."""
     cls = obj if isinstance(obj, type) else type(obj)
@@ -81,9 +96,9 @@ def check_attribute_name(name: Any) -> str:
     if type(name) is not str:
         raise TypeError("attribute name must be a string")
     if name.startswith("_") and name not in READABLE_DUNDERS:
-        raise AttributeError(f'"{name}" is an invalid attribute name because it starts with "_"')
+        raise DeniedAccess(f'"{name}" is an invalid attribute name because it starts with "_"')
     if name in _DENIED_NAMES:
-        raise AttributeError(f'"{name}" is a restricted name that programs may not access')
+        raise DeniedAccess(f'"{name}" is a restricted name that programs may not access')
     return name
 
 
@@ -160,11 +175,11 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         if isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)) or hasattr(
             obj, "__await__"
         ):
-            raise AttributeError(f'"{name}" of coroutines is not available to programs')
+            raise DeniedAccess(f'"{name}" of coroutines is not available to programs')
     if name == "obj" and isinstance(obj, AttributeError) and not is_program_defined(obj):
-        raise AttributeError('"obj" of AttributeError is not available to programs')
+        raise DeniedAccess('"obj" of AttributeError is not available to programs')
     if isinstance(obj, _FORBIDDEN_VALUES):
-        raise AttributeError(f"'{type(obj).__name__}' objects are not accessible to programs")
+        raise DeniedAccess(f"'{type(obj).__name__}' objects are not accessible to programs")
     if name in _INITIALISERS:
         return _guarded_initialiser(obj, name, default)
     try:
@@ -175,7 +190,7 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
         # A fresh error: the original's ``obj`` would hand the object back.
         raise AttributeError(str(exc)) from None
     if isinstance(value, _FORBIDDEN_VALUES):
-        raise AttributeError(f'"{name}" is not accessible to programs')
+        raise DeniedAccess(f'"{name}" is not accessible to programs')
     return value
 
 
@@ -197,7 +212,7 @@ class _CheckedInitialiser:
 
     def __call__(self, instance: Any, /, *args: Any, **kwargs: Any) -> Any:
         if not _may_reinitialise(instance):
-            raise TypeError(
+            raise DeniedWrite(
                 f"'{type(instance).__name__}' objects cannot be re-initialised by programs"
             )
         return self.__function(instance, *args, **kwargs)
@@ -222,7 +237,7 @@ def _guarded_initialiser(obj: Any, name: str, default: Any) -> Any:
     if not allowed:
         if default is not _MISSING:
             return default
-        raise AttributeError(f"\"{name}\" of '{type(obj).__name__}' objects is not available")
+        raise DeniedAccess(f"\"{name}\" of '{type(obj).__name__}' objects is not available")
     try:
         value = getattr(obj, name)
     except AttributeError as exc:
@@ -255,14 +270,14 @@ def guarded_write(obj: Any) -> Any:
     """Return ``obj`` if the program may assign to its attributes or items."""
     if isinstance(obj, _WRITABLE) or is_program_defined(obj):
         return obj
-    raise TypeError(f"'{type(obj).__name__}' objects cannot be modified by programs")
+    raise DeniedWrite(f"'{type(obj).__name__}' objects cannot be modified by programs")
 
 
 def guarded_setattr(obj: Any, name: Any, value: Any) -> None:
     """``setattr`` through the write guard."""
     name = check_attribute_name(name)
     if name in READABLE_DUNDERS:
-        raise AttributeError(f'"{name}" cannot be assigned by programs')
+        raise DeniedAccess(f'"{name}" cannot be assigned by programs')
     setattr(guarded_write(obj), name, value)
 
 
@@ -270,7 +285,7 @@ def guarded_delattr(obj: Any, name: Any) -> None:
     """``delattr`` through the write guard."""
     name = check_attribute_name(name)
     if name in READABLE_DUNDERS:
-        raise AttributeError(f'"{name}" cannot be deleted by programs')
+        raise DeniedAccess(f'"{name}" cannot be deleted by programs')
     delattr(guarded_write(obj), name)
 
 
@@ -459,10 +474,10 @@ def code_audit(event: str, args: Any) -> None:
         key = (caller.f_globals.get("__name__"), caller.f_code.co_name)
         if key in _CODE_CALLERS or (event == "compile" and key in _COMPILE_ONLY_CALLERS):
             return
-        raise RuntimeError(f"{event}() of code is not allowed in the sandbox")
+        raise DeniedAccess(f"{event}() of code is not allowed in the sandbox")
     if event in _IO_EVENTS or event.startswith(_IO_PREFIXES):
         if _program_frame(sys._getframe(1)):
-            raise PermissionError(f"{event} is not allowed in the sandbox")
+            raise DeniedAccess(f"{event} is not allowed in the sandbox")
 
 
 def install_audit_hook() -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from ._py_builtins import (
     PROGRAM_MODULE,
+    DeniedWrite,
     check_attribute_name,
     guarded_getattr,
     guarded_write,
@@ -45,7 +46,7 @@ __all__ = ["OVERRIDES", "PER_RUN_NAMES", "ProgramStream", "per_run_overrides"]
 
 def _require_program_class(cls: Any, what: str) -> None:
     if not isinstance(cls, type) or not is_program_defined(cls):
-        raise TypeError(f"{what} can only be applied to the program's own classes")
+        raise DeniedWrite(f"{what} can only be applied to the program's own classes")
 
 
 # -- functools ---------------------------------------------------------------------------

@@ -59,7 +59,9 @@ __all__ = ["Session", "reason_text"]
 
 _POLL_S = 0.025
 _EXIT_REPORT_TIMEOUT = 2.0
-_GUEST_ERROR_KINDS = frozenset({"exception", "invalid-output", "memory", "worker-exit"})
+_GUEST_ERROR_KINDS = frozenset(
+    {"exception", "invalid-output", "memory", "worker-exit", "syntax", "forbidden", "recursion"}
+)
 _MAX_ID = 2**53
 _NO_REASON = "This operation was aborted"
 
