@@ -657,3 +657,35 @@ _group(
     "RESERVED_MICROSOFT RESERVED_FUTURE",
 )
 _group("removed", "reads the MAC address (may run programs)", "uuid", "uuid1 getnode")
+
+# -- asyncio (the per-run facade of _py_asyncio, owned by the guest) ----------------------
+
+_group(
+    "wrapped",
+    "the guest's facade over its own loop: tasks stay opaque (no loop, frame or coroutine "
+    "internals), exceptions they hand back pass the terminal check",
+    "asyncio",
+    "gather sleep create_task ensure_future wait_for wait as_completed shield iscoroutine run "
+    "TaskGroup",
+)
+_group(
+    "safe",
+    "inspects a function's code flags and returns a bool",
+    "asyncio",
+    "iscoroutinefunction",
+)
+_group(
+    "safe",
+    "asyncio synchronisation and queue classes: they bind to the running (guest) loop, "
+    "which they keep in underscore attributes; their coroutines keep cr_frame/send behind "
+    "the guards",
+    "asyncio",
+    "timeout Lock Event Condition Semaphore BoundedSemaphore Barrier Queue LifoQueue PriorityQueue",
+)
+_group(
+    "safe",
+    _EXC,
+    "asyncio",
+    "BrokenBarrierError QueueEmpty QueueFull CancelledError TimeoutError InvalidStateError",
+)
+_group("safe", _VALUE, "asyncio", "FIRST_COMPLETED FIRST_EXCEPTION ALL_COMPLETED")

@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sandbox import _py_builtins, _py_modules, _py_stdlib
+from sandbox._py_asyncio import make_asyncio
 from sandbox._py_guest import compile_program
 from sandbox._py_objects import _Namespace
 from sandbox._py_policy import MAIN
@@ -43,7 +44,7 @@ _SANDBOX_DIR = Path(_py_builtins.__file__).resolve().parent
 # sandbox versions of library callables are what programs are meant to call.
 _PROGRAM_FACING = {
     str((_SANDBOX_DIR / name).resolve())
-    for name in ("_py_builtins.py", "_py_modules.py", "_py_stdlib.py")
+    for name in ("_py_builtins.py", "_py_modules.py", "_py_stdlib.py", "_py_asyncio.py")
 }
 _UNGUARDED = {
     id(getattr(builtins, name))
@@ -109,7 +110,7 @@ class _Printer:
 
 def _make_env(held: list[Any]) -> dict[str, Any]:
     printer = _Printer()
-    importer = _py_modules.make_importer({"asyncio": _py_modules.ModuleProxy("asyncio", {})})
+    importer = _py_modules.make_importer({"asyncio": make_asyncio(lambda exc: None)})
     env = _py_builtins.make_guards(
         print_factory=lambda _getattr: printer, exc_guard=lambda: None, returned=lambda v: v
     )
@@ -131,15 +132,20 @@ def _run(source: str, env: dict[str, Any]) -> None:
     coroutine.close()
 
 
+def _module_names(module: str) -> dict[str, Any]:
+    if module == "asyncio":  # the guest's per-run facade
+        proxy = make_asyncio(lambda exc: None)
+        return {name: getattr(proxy, name) for name in dir(proxy)}
+    return _py_modules.module_table(module)
+
+
 def _roots() -> list[str]:
     table = _py_builtins.make_builtins(lambda *a, **k: None)
     roots = [f"v = {name}" for name in table if not name.startswith("_")]
     for module in _py_modules.ALLOWED_MODULES:
-        if module == "asyncio":
-            continue
         alias = module.replace(".", "_")
         roots.append(f"import {module} as {alias}\nv = {alias}")
-        exported = _py_modules.module_table(module)
+        exported = _module_names(module)
         names = sorted(set(exported) | _py_stdlib.PER_RUN_NAMES.get(module, frozenset()))
         roots.extend(f"from {module} import {name} as v" for name in names)
     return roots
@@ -151,9 +157,9 @@ def _callable_roots(modules: tuple[str, ...]) -> list[tuple[str, str]]:
         table = _py_builtins.make_builtins(lambda *a, **k: None)
         roots = [("", n) for n, value in table.items() if callable(value) and n[0] != "_"]
     for module in modules:
-        if module in ("asyncio", "builtins") or module not in _py_modules.ALLOWED_MODULES:
+        if module == "builtins" or module not in _py_modules.ALLOWED_MODULES:
             continue
-        exported = _py_modules.module_table(module)
+        exported = _module_names(module)
         for name, value in sorted(exported.items()):
             if callable(value) and value is not _py_stdlib.sleep:
                 roots.append((f"from {module} import {name} as fn\n", "fn"))
@@ -173,7 +179,7 @@ _FOCUS_ROOTS = [
     "import functools\nv = functools.partial(f, 1)", "import functools\nv = functools.lru_cache(f)",
 ]  # fmt: skip
 _FOCUS_MODULES = ("builtins", "copy", "dataclasses", "functools", "operator", "typing", "enum",
-                  "collections", "pprint", "traceback", "string", "inspect")  # fmt: skip
+                  "collections", "pprint", "traceback", "string", "asyncio")  # fmt: skip
 _CALLABLE_ROOTS = _callable_roots(("builtins", *_py_modules.ALLOWED_MODULES))
 _FOCUS_CALLABLES = _callable_roots(_FOCUS_MODULES)
 
