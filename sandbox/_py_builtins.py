@@ -6,9 +6,15 @@ item write, ``_getitem_``, ``_getiter_``, ``_inplacevar_``, ``_apply_``. The att
 guard refuses underscore names (but the few string-valued dunders the policy allows),
 frame/code/generator internals, the driving methods of coroutines (``send`` would
 surface the event loop's futures), ``AttributeError.obj``, and any module, frame, code
-or traceback *value*; ``str.format``/``format_map`` are replaced by a formatter whose
-field lookups go through the same guards. Writes are allowed on plain containers and on
-what the program defined itself (classes, their instances, its functions).
+or traceback *value*; ``str.format``/``format_map`` (also of ``UserString`` and through
+``super(S, s)``) are replaced by a formatter whose field lookups go through the same
+guards; ``__init__`` resolves only where re-running it is a write the program may make.
+Writes are allowed on plain containers and on what the program defined itself (classes,
+their instances, its functions).
+
+``code_audit`` is an audit hook (installed in the fork server by ``_py_modules.warm``)
+that refuses code evaluation and file, process and socket events while program frames
+are on the stack: a second net behind the audit of allowed callables (``_py_audit``).
 """
 
 from __future__ import annotations
