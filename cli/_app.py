@@ -366,7 +366,8 @@ def list_tools(
 @app.command(short_help="Run the benchmarks and print their numbers.")
 def bench(
     name: Annotated[
-        str, typer.Argument(help="pipeline, dispatch, sandbox, tools, ts_strip, or all")
+        str,
+        typer.Argument(help="pipeline, dispatch, sandbox, tools, ts_strip, host_load, or all"),
     ] = "all",
 ) -> None:
     """Run the benchmarks (from a source checkout) and print their numbers."""

@@ -65,7 +65,7 @@ class ToolsConfig:
     bash_max_timeout_ms: int = 600_000
     bash_tail_bytes: int = 64_000
     bash_spill_max_bytes: int = 64 * 1024 * 1024
-    env_prefix: str = "CODEMODE_"
+    env_prefix: str = "DSH_"
     extra_env: Mapping[str, str] = field(default_factory=dict)
     # todo_write (§10)
     allow_parallel_in_progress: bool = True

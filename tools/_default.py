@@ -49,7 +49,7 @@ def default_tools(
     output_dir: str | os.PathLike[str] | None = None,
     bash_timeout_ms: int = 120_000,
     bash_max_timeout_ms: int = 600_000,
-    env_prefix: str = "CODEMODE_",
+    env_prefix: str = "DSH_",
     env: Mapping[str, str] | None = None,
     allow_parallel_in_progress: bool = True,
     read_limit: int = 2000,
@@ -78,7 +78,8 @@ def default_tools(
       created on first use. Reads and searches may reach it (so reported paths can be
       read back); writes may not.
     - ``bash_timeout_ms`` / ``bash_max_timeout_ms``: bash's default deadline and cap.
-    - ``env_prefix`` / ``env``: prefix of the managed variables bash sets
+    - ``env_prefix`` / ``env``: prefix of the managed variables bash sets (default ``DSH_``,
+      the name the catalog description uses, so the native schema equals the seeds)
       (``<prefix>WORKSPACE``, ``<prefix>WORKDIR``, ``<prefix>OUTPUT_DIR``,
       ``<prefix>CALL_ID``, ``<prefix>AGENT``, ``<prefix>JOB_ID``) and extra variables.
     - ``allow_parallel_in_progress``: ``todo_write``'s policy (changes its description).

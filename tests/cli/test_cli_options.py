@@ -135,9 +135,6 @@ def test_tools_json_is_the_catalog_for_hosts(tmp_path: Path) -> None:
     for entry in entries:
         expected = seed[entry["name"]]
         description = str(expected["description"])
-        if entry["name"] == "bash":
-            # The one deliberate difference: managed variables use this project's prefix.
-            description = description.replace("$DSH_*", "$CODEMODE_*")
         assert entry["description"] == description, entry["name"]
         # Key order included: hosts may forward the schema byte for byte.
         assert json.dumps(entry["parameters"]) == json.dumps(expected["parameters"])
@@ -182,7 +179,7 @@ def test_tools_table_labels_scheduling_by_the_classifier_and_wraps_whole_words(
     assert rows["grep"][0] == "parallel-safe"
     assert rows["edit"][0] == "exclusive"
     for name, (_mode, text) in rows.items():
-        description = str(seed[name]["description"]).replace("$DSH_*", "$CODEMODE_*")
+        description = str(seed[name]["description"])
         first_paragraph = " ".join(description.split("\n\n", 1)[0].split())
         assert text == first_paragraph, name
 

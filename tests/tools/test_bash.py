@@ -59,17 +59,17 @@ async def test_fresh_shell_and_workdir(harness: Harness, workspace: Path) -> Non
 
 
 async def test_managed_environment(harness: Harness, workspace: Path) -> None:
-    os.environ["CODEMODE_STALE"] = "1"
+    os.environ["DSH_STALE"] = "1"
     try:
-        result = await harness.ok("bash", sh("env | grep '^CODEMODE_' | sort", workdir="."))
+        result = await harness.ok("bash", sh("env | grep '^DSH_' | sort", workdir="."))
     finally:
-        del os.environ["CODEMODE_STALE"]
+        del os.environ["DSH_STALE"]
     env = dict(line.split("=", 1) for line in result.value["stdout"]["text"].splitlines())
-    assert env["CODEMODE_WORKSPACE"] == str(workspace)
-    assert env["CODEMODE_WORKDIR"] == str(workspace)
-    assert env["CODEMODE_AGENT"] == "agent"
-    assert env["CODEMODE_CALL_ID"].startswith("call-")
-    assert "CODEMODE_STALE" not in env
+    assert env["DSH_WORKSPACE"] == str(workspace)
+    assert env["DSH_WORKDIR"] == str(workspace)
+    assert env["DSH_AGENT"] == "agent"
+    assert env["DSH_CALL_ID"].startswith("call-")
+    assert "DSH_STALE" not in env
     custom = Harness(workspace, harness.output_dir, env_prefix="HOST_", env={"EXTRA": "yes"})
     out = (await custom.ok("bash", sh('echo "$HOST_WORKSPACE $EXTRA"'))).value["stdout"]["text"]
     assert out == f"{workspace} yes\n"

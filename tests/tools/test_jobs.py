@@ -269,6 +269,6 @@ async def test_without_a_manager(harness: Harness) -> None:
 
 
 async def test_job_environment(job_harness: Harness) -> None:
-    await job_harness.ok("bash", bg('echo "$CODEMODE_JOB_ID"'))
+    await job_harness.ok("bash", bg('echo "$DSH_JOB_ID"'))
     result = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
     assert result.value["text"] == "bash-1\n"
