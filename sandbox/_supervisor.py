@@ -59,7 +59,10 @@ __all__ = ["Session", "reason_text"]
 
 _POLL_S = 0.025
 _EXIT_REPORT_TIMEOUT = 2.0
-_GUEST_ERROR_KINDS = frozenset({"exception", "invalid-output", "memory", "worker-exit"})
+# Kinds a guest may report itself (engine.ErrorKind); the rest are the supervisor's own.
+_GUEST_ERROR_KINDS = frozenset(
+    {"syntax", "exception", "invalid-output", "memory", "recursion", "forbidden", "worker-exit"}
+)
 _MAX_ID = 2**53
 _NO_REASON = "This operation was aborted"
 

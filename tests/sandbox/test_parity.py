@@ -320,7 +320,11 @@ async def test_lossy_arguments_are_a_type_error(run: Run, lang: str) -> None:
             "try { await tools.echo({f: () => 1}) } catch (e) { return [e.name, e.message] }"
         ),
     }[lang]
-    assert ok(await run(program)) == ["TypeError", "binding arguments must be lossless JSON"]
+    # Both languages share the reference's sentence; what follows it (the path, the type,
+    # the fix) is each guest's own.
+    name, message = ok(await run(program))
+    assert name == "TypeError"
+    assert message.startswith("binding arguments must be lossless JSON")
 
 
 async def test_deep_arguments_cross_both_ways(run: Run, lang: str) -> None:
@@ -495,7 +499,7 @@ async def test_program_failure_through_run_code(runtime: ProcessRuntime, lang: s
 )
 async def test_invalid_output(run: Run, lang: str, py: str, ts: str) -> None:
     result = await run(py if lang == "python" else ts)
-    assert err(result, "invalid-output") == "program completion must be lossless JSON"
+    assert err(result, "invalid-output").startswith("program completion must be lossless JSON")
 
 
 # -- limits: identical kinds and messages --------------------------------------------------
