@@ -59,9 +59,8 @@ __all__ = ["Session", "reason_text"]
 
 _POLL_S = 0.025
 _EXIT_REPORT_TIMEOUT = 2.0
-# Kinds a guest may report itself (engine.ErrorKind); the rest are the supervisor's own.
 _GUEST_ERROR_KINDS = frozenset(
-    {"syntax", "exception", "invalid-output", "memory", "recursion", "forbidden", "worker-exit"}
+    {"exception", "invalid-output", "memory", "worker-exit", "syntax", "forbidden", "recursion"}
 )
 _MAX_ID = 2**53
 _NO_REASON = "This operation was aborted"
