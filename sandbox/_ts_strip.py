@@ -303,11 +303,16 @@ class _Stripper:
         """Write ``text`` (no line breaks) before the source byte at ``offset``."""
         self._inserts.setdefault(offset, []).append(text.encode("utf-8", "surrogatepass"))
 
-    def _copy(self, pieces: list[bytes], start: int, end: int, blank: bool) -> None:
-        """Append ``src[start:end]`` (blanked when ``blank``), splicing insertions in."""
-        cuts = [o for o in self._inserts if start <= o < end] if self._inserts else []
-        cuts.sort()
-        for cut in [*cuts, end]:
+    def _copy(
+        self, pieces: list[bytes], start: int, end: int, blank: bool, offsets: list[int]
+    ) -> None:
+        """Append ``src[start:end]`` (blanked when ``blank``), splicing insertions in.
+
+        ``offsets`` are the insertion offsets, sorted (a bisect keeps this linear).
+        """
+        low = bisect.bisect_left(offsets, start)
+        high = bisect.bisect_left(offsets, end, low)
+        for cut in [*offsets[low:high], end]:
             if cut > start:
                 chunk = self._src[start:cut]
                 pieces.append(self._blank(chunk) if blank else chunk)
@@ -326,21 +331,29 @@ class _Stripper:
     def _render(self) -> str:
         src = self._src
         pieces: list[bytes] = []
+        offsets = sorted(self._inserts)
         last = len(_PREFIX)
         for start, end in zip(self._starts, self._ends, strict=True):
             if end <= last:  # nested inside a range already blanked
                 continue
             start = max(start, last)
-            self._copy(pieces, last, start, blank=False)
+            self._copy(pieces, last, start, False, offsets)
+            semicolon = False
             if start in self._asi and self._next_significant(end) in _HAZARDS:
                 owner = self._asi[start]
-                if owner is None or self._ends_statement(owner, end):
-                    pieces.extend(self._inserts.pop(start, ()))
-                    pieces.append(b";")
-                    start += 1
-            self._copy(pieces, start, end, blank=True)
+                semicolon = owner is None or self._ends_statement(owner, end)
+            if semicolon:
+                # Text inserted at `start` comes first; the `;` takes the first blanked column.
+                pieces.extend(self._inserts.pop(start, ()))
+                blanked: list[bytes] = []
+                self._copy(blanked, start, end, True, offsets)
+                if blanked:
+                    blanked[0] = b";" + blanked[0][1:]
+                pieces.extend(blanked)
+            else:
+                self._copy(pieces, start, end, True, offsets)
             last = end
-        self._copy(pieces, last, len(src) - len(_SUFFIX), blank=False)
+        self._copy(pieces, last, len(src) - len(_SUFFIX), False, offsets)
         # An insertion at the very end (an enum closing the program) sits past the last byte.
         pieces.extend(self._inserts.get(len(src) - len(_SUFFIX), ()))
         return b"".join(pieces).decode("utf-8", "surrogatepass")
