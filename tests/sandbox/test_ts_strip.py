@@ -303,10 +303,21 @@ def _assert_positions_kept(source: str, out: str) -> None:
 CORPUS_FILES = sorted(CORPUS.glob("*.ts"))
 
 
+# Corpus files with transformed constructs: text is inserted, so only lines are kept.
+TRANSFORMED_CORPUS = {"enums_and_parameter_properties"}
+
+
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.stem)
 def test_positions_are_preserved(path: pathlib.Path) -> None:
     source = path.read_text()
-    _assert_positions_kept(source, strip_types(source))
+    out = strip_types(source)
+    if path.stem not in TRANSFORMED_CORPUS:
+        _assert_positions_kept(source, out)
+        return
+    assert out.count("\n") == source.count("\n")
+    for before, after in zip(source.split("\n"), out.split("\n"), strict=True):
+        if not any(word in before for word in ("enum", "constructor(", "super(", "}")):
+            assert after.rstrip() == before.rstrip() or not after.strip(), (before, after)
 
 
 @pytest.mark.parametrize(("source", "expected"), [*ERASED, *ASI])
@@ -342,6 +353,8 @@ _HARNESS_TAIL = """
 def test_corpus_runs_identically_under_node(path: pathlib.Path, tmp_path: pathlib.Path) -> None:
     # The expected outputs were produced once with TypeScript's own transpiler (tsc 5.9,
     # ES2022, useDefineForClassFields) and checked by hand; Node 20 cannot strip types.
+    # enums_and_parameter_properties.out was written by hand from TypeScript's semantics
+    # (numeric reverse mapping, integer keys first, assignments after `super`).
     script = tmp_path / f"{path.stem}.js"
     script.write_text(_HARNESS_HEAD + strip_types(path.read_text()) + _HARNESS_TAIL)
     assert NODE is not None
