@@ -276,17 +276,26 @@
     }
   }
 
-  // `arguments.limit`, `$.tags[2]`: the path of the value `toJson` refused.
+  // `arguments.limit`, `$.tags[2]`: the path of the value `toJson` refused. Long keys
+  // and deep paths are elided (a message names a place; it need not copy the data).
   const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  const MAX_KEY_UNITS = 64, PATH_ENDS = 16;
   function problemPath(root, frame) {
     const steps = list();
     for (let f = frame; f !== null; f = f.parent) push(steps, f);
     let text = root;
     for (let i = steps.length - 1; i >= 0; i--) {
+      const depth = steps.length - 1 - i;
+      if (depth === PATH_ENDS && i >= PATH_ENDS) {
+        text += "…";
+        i = PATH_ENDS;
+        continue;
+      }
       const f = steps[i], index = f.next - 1;
       if (f.keys === null) text += `[${index}]`;
       else {
-        const key = f.keys[index];
+        let key = f.keys[index];
+        if (key.length > MAX_KEY_UNITS) key = `${StringSliceRaw(key, 0, MAX_KEY_UNITS)}…`;
         text += RegExpExec(IDENTIFIER, key) !== null ? `.${key}` : `[${JSONStringify(key)}]`;
       }
     }

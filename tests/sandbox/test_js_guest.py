@@ -568,3 +568,16 @@ def test_stripped_corpus_prints_what_node_printed(path: pathlib.Path) -> None:
         lines.append(f"return: {outcome.state.value_json}")
     assert isinstance(outcome.state, GuestDone), outcome.state
     assert "\n".join(lines) + "\n" == path.with_suffix(".out").read_text()
+
+
+def test_a_refused_value_deep_or_under_a_long_key_gets_a_short_path() -> None:
+    deep = drive("let v = {x: undefined}; for (let i = 0; i < 5000; i++) v = [v]; return v")
+    assert deep.error == (
+        "invalid-output",
+        f"{_PREFIX}{_RESULT} at ${'[0]' * 16}…{'[0]' * 15}.x is undefined — omit the key or pass null",
+    )
+    long_key = drive("return {['k'.repeat(10000)]: undefined}")
+    assert long_key.error == (
+        "invalid-output",
+        f'{_PREFIX}{_RESULT} at $["{"k" * 64}…"] is undefined — omit the key or pass null',
+    )
