@@ -440,7 +440,7 @@
   // `not a function`), and that makes a write terminal (`forbidden`), as Python's guards
   // do: a program that could replace `tools.x` could fake what it reports a tool said.
   function guardedNamespace(globalName, target, names) {
-    const available = ArrayJoin(names, ", ");
+    const available = names.length ? ArrayJoin(names, ", ") : "(none)";
     const deny = (what) => {
       const message = `${globalName} is read-only: cannot ${what}`;
       if (!(flags & FORBIDDEN)) forbidden = message;

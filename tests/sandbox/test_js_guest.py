@@ -581,3 +581,21 @@ def test_a_refused_value_deep_or_under_a_long_key_gets_a_short_path() -> None:
         "invalid-output",
         f'{_PREFIX}{_RESULT} at $["{"k" * 64}…"] is undefined — omit the key or pass null',
     )
+
+
+def test_an_unknown_tool_with_no_tools_says_none_are_available() -> None:
+    outcome = drive("return await tools.read({})", bindings=[JsBinding("tools", ())])
+    assert outcome.error == (
+        "exception",
+        "TypeError: unknown tool tools.read; available: (none)\n    at <program>:1",
+    )
+
+
+def test_a_call_passed_without_await_is_named_as_a_promise() -> None:
+    outcome = drive("return await tools.echo({text: tools.echo({})})")
+    assert [call.args_json for call in outcome.calls] == ["{}"]  # only the inner call left
+    assert outcome.error == (
+        "exception",
+        "TypeError: binding arguments must be lossless JSON: arguments.text is a Promise — "
+        "did you forget await?\n    at <program>:1",
+    )
