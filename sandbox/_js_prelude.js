@@ -169,12 +169,14 @@
     }
     return value;
   }
-  // What catch clauses and rejection handlers call: once the run is doomed by a stack
-  // overflow or a denial, handing the value on would let a `for (;;) try {...} catch {}`
-  // spin until the compute budget; rethrowing ends the slice, which reports the flag.
+  // What catch clauses and rejection handlers call: once the run is doomed (memory,
+  // output flood, stack overflow, a denial), handing the value on would let a
+  // `for (;;) try {...} catch {}` spin on until the compute budget's interrupt, which is
+  // not a reliable end (see the stack hook above: the engine swallows an interrupt that
+  // lands in some of its own machinery); rethrowing ends the slice, which reports the flag.
   function programGuard(value) {
     guard(value);
-    if (flags & (RECURSION | FORBIDDEN)) throw value;
+    if (flags !== 0) throw value;
     return value;
   }
   // Rejection handlers (`.catch`, `.then(_, f)`, and those Promise.all/allSettled/...
