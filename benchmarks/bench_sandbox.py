@@ -5,7 +5,8 @@ TypeScript; Monty has no TypeScript, so its column compares with Python).
 1. **Warm start**: a run of ``return 1`` on a ready pooled worker (Monty: ``1`` on a
    checked-out pooled worker). p50/p95. Target: p50 <= 5 ms (both languages).
 2. **Cold start**: fork + lock-down + warm-up of one worker (ours), and a fresh
-   runtime's first run (both).
+   runtime's first run (both); and the lock-down alone (rlimits, empty private root,
+   privilege drop, Landlock, seccomp) timed inside forked children of this process.
 3. **Sub-call round trip**: one program making N sequential ``await tools.echo(...)``
    calls of an in-memory binding. Target: below Monty's.
 4. **Fan-out**: one program gathering 100 calls of a 10 ms tool, through the engine's
@@ -25,6 +26,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
+from sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime, _boundary
 
 try:
     import pydantic_monty
@@ -100,6 +102,35 @@ async def ours_fork(runtime: ProcessRuntime, count: int) -> list[float]:
         samples.append(time.perf_counter() - start)
         worker.kill()
         worker.close()
+    return samples
+
+
+def ours_lock_down(count: int) -> list[float]:
+    """The worker's share of the boundary: ``apply_limits`` + ``lock_down``, each in a
+    fresh child of this process (so the copy-on-write faults a worker pays are in it),
+    with an empty directory as the private root when running as root."""
+    _boundary._prepare_worker_lock_down()  # what the fork server does once
+    spec = _boundary.BoundarySpec(memory_bytes=2**30, cpu_seconds=60)
+    root = tempfile.mkdtemp(prefix="codemode-bench-root-")
+    os.chmod(root, 0o555)
+    samples = []
+    read_end, write_end = os.pipe()
+    try:
+        for _ in range(count):
+            pid = os.fork()
+            if pid == 0:
+                os.chdir(root)
+                start = time.perf_counter_ns()
+                _boundary.apply_limits(spec)
+                _boundary.lock_down(spec, os.getppid(), os.geteuid() == 0)
+                os.write(write_end, (time.perf_counter_ns() - start).to_bytes(8, "little"))
+                os._exit(0)
+            os.waitpid(pid, 0)
+            samples.append(int.from_bytes(os.read(read_end, 8), "little") / 1e9)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+        os.rmdir(root)
     return samples
 
 
@@ -305,6 +336,8 @@ async def main(runs: int, calls: int) -> bool:
         ms(pct(mwarm, 0.95)) if monty else na)  # fmt: skip
     row("cold: fork + lock-down + warm-up", ms(pct(py.forks, 0.5)), ms(pct(ts.forks, 0.5)), na)
     row("cold: new runtime, first run", ms(py.first), ms(ts.first), ms(mfirst) if monty else na)
+    lock = pct(ours_lock_down(100), 0.5)
+    row("  of a fork: lock-down alone (p50)", ms(lock), ms(lock), na)
     ok = not monty or py.trip < mtrip
     all_ok &= ok
     row(f"sub-call round trip ({calls} calls)", f"{py.trip * 1e6:.0f} us", f"{ts.trip * 1e6:.0f} us",

@@ -1,40 +1,72 @@
-"""``codemode`` subcommands: run, sdk, tools, bench."""
+"""``codemode`` subcommands: run, sdk, tools, bench.
+
+Exit codes: ``0`` success, ``1`` the program failed, ``2`` usage error, ``130`` interrupted
+(SIGINT, Ctrl-C), ``143`` terminated (SIGTERM), ``129`` hung up (SIGHUP). Each of these
+signals cancels the run, kills background bash jobs, stops the sandbox (fork server and
+workers) and prints one line on stderr.
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
+from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
+import anyio.abc
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from engine import AbortController, ToolExecutionInput
 from engine._json import thaw
 
-from ._compose import LANGUAGES, RunLimits, detect_language, open_session
+from ._catalog import catalog_entries, render_table
+from ._compose import (
+    LANGUAGE_ALIASES,
+    MEMORY_FLOOR_MB,
+    RunLimits,
+    detect_language,
+    open_session,
+    state_parent,
+)
 
 __all__ = ["app", "main"]
 
+# ``rich_markup_mode=None``: plain click help, which shows no ``<bool>`` metavar for
+# flags (typer's rich help prints one for every flag, ``--help`` included).
 app = typer.Typer(
     name="codemode",
     help="Run model-written programs against tools, in a sandbox, through one guarded pipeline.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 _err = Console(stderr=True)
 _DEFAULTS = RunLimits()
+_T = TypeVar("_T")
+
+# SIGHUP too: a closed terminal must not leave background jobs running.
+_SIGNAL_WORDS = {
+    signal.SIGINT: "interrupted",
+    signal.SIGTERM: "terminated",
+    signal.SIGHUP: "hung up",
+}
 
 LangOption = Annotated[
     str | None,
     typer.Option(
-        "--lang", "-l", help="Program language: python or typescript (default: by extension)."
+        "--lang",
+        "-l",
+        help="Program language: python (py) or typescript (ts); default: by extension.",
     ),
 ]
 WorkspaceOption = Annotated[
@@ -44,22 +76,130 @@ WorkspaceOption = Annotated[
 
 
 def _usage(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {message}")
+    # soft_wrap: one line whatever the terminal width, so the message stays greppable.
+    # ``escape``: file names are user text, never markup.
+    _err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     return typer.Exit(2)
 
 
 def _check_lang(lang: str | None) -> None:
-    if lang is not None and lang not in LANGUAGES:
-        raise _usage(f"unknown language {lang!r} (choose from: {', '.join(LANGUAGES)})")
+    if lang is not None and lang not in LANGUAGE_ALIASES:
+        raise _usage(f"unknown language {lang!r} (choose from: {', '.join(LANGUAGE_ALIASES)})")
+
+
+class _Stopped(Exception):
+    """A SIGINT/SIGTERM/SIGHUP arrived: async work was cancelled and torn down, or (for
+    SIGTERM/SIGHUP outside the event loop) the handler raised it where the CLI was."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped(signum: int) -> NoReturn:
+    """Exit the way a shell reports the signal (128 + n), with one line and no traceback."""
+    word = _SIGNAL_WORDS.get(signal.Signals(signum), "stopped")
+    # A terminal echoes ``^C`` where the cursor is; start the line after it.
+    prefix = "\n" if signum == signal.SIGINT and sys.stderr.isatty() else ""
+    sys.stderr.write(f"{prefix}codemode: {word}\n")
+    sys.stderr.flush()
+    raise typer.Exit(128 + signum)
+
+
+async def _until_signalled(work: Callable[[], Awaitable[_T]]) -> _T:
+    # The watcher stays subscribed until the work has finished tearing down, so a second
+    # Ctrl-C during teardown is absorbed instead of raising KeyboardInterrupt mid-cleanup.
+    received: list[int] = []
+    outcome: list[_T] = []
+    work_scope = anyio.CancelScope()
+
+    async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(*_SIGNAL_WORDS) as signals:
+            task_status.started()
+            async for signum in signals:
+                if not received:
+                    received.append(signum)
+                    work_scope.cancel()
+
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(watch)
+        with work_scope:
+            try:
+                outcome.append(await work())
+            except Exception as exc:
+                # Re-raised outside the task group, so it is not wrapped in an
+                # ExceptionGroup.
+                failure.append(exc)
+        tg.cancel_scope.cancel()
+    if received:
+        raise _Stopped(received[0])
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _run_async(work: Callable[[], Awaitable[_T]]) -> _T:
+    """``anyio.run`` where SIGINT/SIGTERM/SIGHUP cancel ``work`` (its ``async with`` blocks tear
+    the sandbox and background jobs down) and then exit 128 + signal number quietly."""
+    try:
+        return anyio.run(_until_signalled, work)
+    except _Stopped as stop:
+        _stopped(stop.signum)
+    except KeyboardInterrupt:
+        # Ctrl-C before the watcher subscribed (the event loop was still starting).
+        _stopped(signal.SIGINT)
+    finally:
+        # The event loop resets the signals it watched to their defaults on the way out.
+        _install_exit_signals()
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _install_exit_signals() -> None:
+    """Outside the event loop, SIGTERM/SIGHUP raise ``_Stopped`` (like SIGINT raises
+    ``KeyboardInterrupt``), so they too end in the one-line exit, not a silent death."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_stopped)
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            version = metadata.version("codemode")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        sys.stdout.write(f"codemode {version}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Run model-written programs against tools, in a sandbox, through one guarded pipeline."""
 
 
 def _check_workspace(workspace: Path) -> Path:
     if not workspace.is_dir():
         raise _usage(f"workspace {str(workspace)!r} is not a directory")
+    if state_parent(workspace) is None:
+        # Job output and spilled results must live outside the file tools' reach.
+        raise _usage(
+            f"workspace {str(workspace)!r} contains every directory codemode could keep its "
+            "private state in; set TMPDIR to a writable directory outside the workspace"
+        )
     return workspace.resolve()
 
 
-@app.command()
+@app.command(short_help="Run one program in code mode against the built-in tools.")
 def run(
     file: Annotated[str, typer.Argument(help="Program file, or - to read stdin.")],
     lang: LangOption = None,
@@ -84,7 +224,12 @@ def run(
         int, typer.Option("--wall-ms", min=1, help="Wall-clock ceiling of the program.")
     ] = _DEFAULTS.max_wall_ms,
     memory_mb: Annotated[
-        int, typer.Option("--memory-mb", min=16, help="Address-space limit of the worker.")
+        int,
+        typer.Option(
+            "--memory-mb",
+            min=1,
+            help=f"Address-space limit of the worker (at least {min(MEMORY_FLOOR_MB.values())}).",
+        ),
     ] = _DEFAULTS.max_memory_mb,
     output_mb: Annotated[
         int, typer.Option("--output-mb", min=1, help="Cap on logs plus the returned value.")
@@ -93,17 +238,31 @@ def run(
     """Run one program in code mode against the built-in tools; print the result content."""
     _check_lang(lang)
     ws = _check_workspace(workspace)
+    language = detect_language(file, lang)
+    floor = MEMORY_FLOOR_MB[language]
+    if memory_mb < floor:
+        # Below the floor the worker dies at start-up (or cannot allocate at all), which
+        # reads as a sandbox failure; refuse before starting anything.
+        raise _usage(
+            f"--memory-mb {memory_mb} is below the {floor} MiB a {language} worker needs "
+            f"to start; use --memory-mb {floor} or more"
+        )
     if file == "-":
-        program = sys.stdin.read()
+        try:
+            program = sys.stdin.read()
+        except KeyboardInterrupt:
+            # Inside a command click would print "Aborted!" and exit 1.
+            _stopped(signal.SIGINT)
     else:
         path = Path(file)
+        if path.is_dir():
+            raise _usage(f"program file {file!r} is a directory")
         if not path.is_file():
             raise _usage(f"program file {file!r} not found")
         try:
             program = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise _usage(f"cannot read {file!r}: {exc}") from None
-    language = detect_language(file, lang)
     summary = description or f"Run {Path(file).name if file != '-' else 'stdin program'}"
     limits = RunLimits(
         compute_ms=compute_ms,
@@ -111,9 +270,11 @@ def run(
         max_memory_mb=memory_mb,
         max_output_mb=output_mb,
     )
-    outcome = anyio.run(_run_program, program, language, ws, summary, keep_state, limits)
-    result, events = outcome
+    result, events = _run_async(
+        lambda: _run_program(program, language, ws, summary, keep_state, limits)
+    )
     if as_json:
+        info = result.error.info if result.is_error else None
         payload: dict[str, Any] = {
             "isError": result.is_error,
             "content": thaw(list(result.content)),
@@ -122,7 +283,8 @@ def run(
             if not result.is_error
             else {
                 "message": result.error.message,
-                "code": result.error.info.code if result.error.info else None,
+                "code": info.code if info else None,
+                "kind": info.kind if info else None,
             },
             "events": events,
         }
@@ -159,45 +321,49 @@ async def _run_program(
         return result, [thaw(e) for e in session.log.events]
 
 
-@app.command()
+@app.command(short_help="Print the SDK section a model sees.")
 def sdk(lang: LangOption = None, workspace: WorkspaceOption = Path(".")) -> None:
     """Print the SDK section a model sees for the built-in tools."""
     _check_lang(lang)
     ws = _check_workspace(workspace)
+    language = detect_language(None, lang)
 
     async def render() -> str:
-        async with open_session(ws, lang or "python") as session:
+        async with open_session(ws, language) as session:
             sections = session.runtime.system_prompt_sections(session.scope)
             return sections["tools:code-only"] + "\n\n" + sections["tools:sdk"]
 
-    sys.stdout.write(anyio.run(render) + "\n")
+    sys.stdout.write(_run_async(render) + "\n")
 
 
-@app.command("tools")
-def list_tools(workspace: WorkspaceOption = Path(".")) -> None:
-    """List the built-in tool catalog."""
+@app.command("tools", short_help="List the built-in tools and when they run in parallel.")
+def list_tools(
+    workspace: WorkspaceOption = Path("."),
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print a JSON array of {name, description, parameters, outputSchema, "
+            "parallelSafe[, parallelSafeWhen]} for hosts.",
+        ),
+    ] = False,
+) -> None:
+    """List the built-in tool catalog and when each tool may run in parallel."""
     ws = _check_workspace(workspace)
 
-    async def collect() -> list[tuple[str, str, str]]:
-        async with open_session(ws, "python") as session:
-            rows = []
-            for name, definition in session.runtime._registry.view(session.scope).items():
-                if name == "run_code":
-                    continue
-                mode = "parallel-safe" if definition.is_concurrency_safe else "exclusive"
-                rows.append((name, mode, definition.description.split("\n")[0][:90]))
-            return rows
+    async def collect() -> list[dict[str, Any]]:
+        async with open_session(ws, "python", sandbox=False) as session:
+            return catalog_entries(session.runtime, session.scope)
 
-    table = Table(title="codemode built-in tools")
-    table.add_column("tool", style="bold")
-    table.add_column("scheduling")
-    table.add_column("description")
-    for row in anyio.run(collect):
-        table.add_row(*row)
-    Console().print(table)
+    entries = _run_async(collect)
+    if as_json:
+        sys.stdout.write(json.dumps(entries, ensure_ascii=False, indent=2) + "\n")
+    else:
+        width = shutil.get_terminal_size((100, 24)).columns
+        sys.stdout.write(render_table(entries, width) + "\n")
 
 
-@app.command()
+@app.command(short_help="Run the benchmarks and print their numbers.")
 def bench(
     name: Annotated[
         str, typer.Argument(help="pipeline, dispatch, sandbox, tools, ts_strip, or all")
@@ -219,4 +385,18 @@ def bench(
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    _install_exit_signals()
+    try:
+        app()
+    except KeyboardInterrupt:
+        # Ctrl-C outside a run (argument parsing, imports): the same quiet exit.
+        _quiet_exit(signal.SIGINT)
+    except _Stopped as stop:
+        _quiet_exit(stop.signum)
+
+
+def _quiet_exit(signum: int) -> NoReturn:
+    try:
+        _stopped(signum)
+    except typer.Exit as exit_:
+        sys.exit(exit_.exit_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -14,19 +15,60 @@ import msgspec
 from engine import MemorySessionLog, Scope, ToolRuntime
 from engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 
-__all__ = ["LANGUAGES", "RunLimits", "Session", "detect_language", "open_session"]
+__all__ = [
+    "LANGUAGES",
+    "LANGUAGE_ALIASES",
+    "MEMORY_FLOOR_MB",
+    "RunLimits",
+    "Session",
+    "detect_language",
+    "open_session",
+    "state_parent",
+]
 
 LANGUAGES = ("python", "typescript")
+LANGUAGE_ALIASES = {
+    "python": "python",
+    "py": "python",
+    "typescript": "typescript",
+    "ts": "typescript",
+}
+
+# The address-space limit below which a guest cannot do useful work. A worker is a fork
+# of the pre-warmed server, so it starts with the server's mappings: measured on x86_64
+# CPython 3.11, a Python worker maps ~37 MiB (it cannot start under 38 MiB, and a program
+# holding 2 MB of strings needs 40 MiB); a TypeScript worker maps ~35 MiB with its QuickJS
+# context built (the same program needs 38 MiB). The floor leaves headroom for the guests
+# growing (more modules preloaded) rather than tracking the measurement to the MiB.
+MEMORY_FLOOR_MB = {"python": 48, "typescript": 48}
 _EXTENSIONS = {".py": "python", ".ts": "typescript", ".mts": "typescript", ".js": "typescript"}
 
 # Results larger than this (UTF-8 bytes) are spilled to a file with a preview inline.
 _MAX_INLINE_BYTES = 64 * 1024
 
 
+def state_parent(workspace: Path) -> Path | None:
+    """Where this run's private state directory goes: the first of ``$TMPDIR`` (or the
+    system temporary directory), ``/var/tmp``, ``/dev/shm`` and ``~/.cache`` that exists,
+    is writable and lies outside ``workspace``; ``None`` when every one is inside it.
+
+    Job output and spilled results must stay out of the file tools' reach, so a workspace
+    such as ``/tmp`` moves the state elsewhere instead of failing.
+    """
+    root = os.path.realpath(workspace)
+    for candidate in (tempfile.gettempdir(), "/var/tmp", "/dev/shm", "~/.cache"):
+        real = os.path.realpath(os.path.expanduser(candidate))
+        inside = root == os.sep or real == root or real.startswith(root + os.sep)
+        if not inside and os.path.isdir(real) and os.access(real, os.W_OK | os.X_OK):
+            return Path(real)
+    return None
+
+
 def detect_language(path: str | None, explicit: str | None) -> str:
-    """The program language: ``--lang`` wins, else the file extension, else Python."""
+    """The program language: ``--lang`` wins (aliases allowed), else the file extension,
+    else Python."""
     if explicit:
-        return explicit
+        return LANGUAGE_ALIASES[explicit]
     if path and path != "-":
         return _EXTENSIONS.get(Path(path).suffix.lower(), "python")
     return "python"
@@ -75,29 +117,44 @@ async def open_session(
     *,
     keep_state: bool = False,
     limits: RunLimits | None = None,
+    sandbox: bool = True,
 ) -> AsyncIterator[Session]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
     Spilled results and bash output files go to a private state directory outside the
     workspace, removed on exit unless ``keep_state`` (then its path is kept for the user).
+    Leaving the block (normally, on an error or cancelled by a signal) kills background
+    bash jobs and stops the sandbox's fork server and workers. ``sandbox=False`` composes
+    the same catalog in native mode without starting a sandbox (for listing tools).
     """
     import tools as first_party
 
-    state_dir = Path(tempfile.mkdtemp(prefix="codemode-"))
+    parent = state_parent(workspace)
+    if parent is None:
+        raise ValueError(
+            f"workspace {str(workspace)!r} contains every state directory candidate; "
+            "set TMPDIR to a directory outside it"
+        )
+    state_dir = Path(tempfile.mkdtemp(prefix="codemode-", dir=parent))
     async with contextlib.AsyncExitStack() as stack:
         if not keep_state:
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
-        code_runtime = await stack.enter_async_context(
-            _code_runtime(language, limits or RunLimits())
-        )
-        runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
+        if sandbox:
+            code_runtime = await stack.enter_async_context(
+                _code_runtime(language, limits or RunLimits())
+            )
+            runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
+        else:
+            runtime = ToolRuntime(mode="native")
         # The SDK's facts block: where relative paths resolve, and which tools refuse to
         # change a file the run has not read (tools/_fs_policy.py).
         runtime.sdk_facts.update(workspace=str(workspace), read_before_write=["edit", "write"])
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")
         SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)
-        jobs = await stack.enter_async_context(first_party.JobManager())
+        jobs = await stack.enter_async_context(
+            first_party.JobManager(output_dir=state_dir / "jobs")
+        )
         fs_policy = first_party.FsObservationPolicy()
         fs_policy.install(runtime)
         for definition in first_party.default_tools(

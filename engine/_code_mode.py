@@ -8,9 +8,13 @@ single-lane sub-dispatch driver (``_driver.py``), and turns the runtime's result
 
 from __future__ import annotations
 
+import difflib
+import json
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 
 from ._code_runtime import Binding, CodeRunRequest, ErrorClass
 from ._errors import CodeRunFailedError
@@ -147,7 +151,9 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
 
     controller = AbortController()
     dispose_follow = outer.signal.add_listener(lambda s: controller.abort(s.reason))
-    names = [n for n in runtime._registry.view(outer.agent) if n != "run_code"]
+    view = runtime._registry.view(outer.agent)
+    names = [n for n in view if n != "run_code"]
+    notes = _UnknownKeyNotes()
     # A runtime that raises (a seam or backend bug) becomes an ordinary error result; it
     # is re-raised outside the task group so it is not wrapped in an ExceptionGroup.
     failure: Exception | None = None
@@ -155,7 +161,10 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
         async with anyio.create_task_group() as tg:
             driver = SubDispatchDriver(runtime, outer, controller.signal, tg)
             tg.start_soon(driver.loop, name="run_code driver")
-            functions = {name: driver.binding(name) for name in names}
+            functions = {
+                name: notes.watch(name, view[name].parameters, driver.binding(name))
+                for name in names
+            }
             request = CodeRunRequest(
                 program=program,
                 bindings=[Binding("tools", functions, ErrorClass("ToolCallError", "toolName"))],
@@ -175,12 +184,93 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
         dispose_follow()
     if failure is not None:
         raise failure
+    logs = [*result.logs, *notes.lines]
     if result.error is not None:
         message = f"code run failed ({result.error.kind}): {result.error.message}"
-        if result.logs:
-            message += "\nCaptured output:\n" + "\n".join(result.logs)
-        raise CodeRunFailedError(message)
-    value: dict[str, Any] = {"logs": list(result.logs)}
+        if logs:
+            message += "\nCaptured output:\n" + "\n".join(logs)
+        raise CodeRunFailedError(message, result.error.kind)
+    value: dict[str, Any] = {"logs": logs}
     if result.has_value:
         value["result"] = result.value
     return value
+
+
+_MAX_KEY_CHARS = 64
+
+
+class _UnknownKeyNotes:
+    """One log line per (tool, key) for argument keys a tool's schema does not declare
+    but lets through, naming the closest declared key (``read ignored unknown key
+    "limt" (did you mean "limit"?)``): the call still runs with the key passed on, so
+    without this a typo silently falls back to a default."""
+
+    # The lines are added after the runtime metered the program's output, so a program
+    # sending thousands of distinct keys must not turn them into unmetered log volume.
+    MAX_LINES = 20
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._seen: set[tuple[str, str]] = set()
+        self._dropped = 0
+
+    @property
+    def lines(self) -> list[str]:
+        """The notes, in first-seen order, capped at ``MAX_LINES`` plus a summary line."""
+        if not self._dropped:
+            return list(self._lines)
+        return [*self._lines, f"... and {self._dropped} more unknown keys ignored"]
+
+    def watch(
+        self, name: str, parameters: Any, call: Callable[[Any], Awaitable[Any]]
+    ) -> Callable[[Any], Awaitable[Any]]:
+        """``call``, noting undeclared keys first; ``call`` itself when nothing can be."""
+        declared = _declared_keys(parameters)
+        if not declared:
+            return call
+
+        # A plain function returning the driver's coroutine: no extra coroutine frame
+        # per sub-call on the hot path.
+        def noting(args: Any = msgspec.UNSET) -> Awaitable[Any]:
+            if isinstance(args, dict):
+                for key in args:
+                    if key not in declared and isinstance(key, str):
+                        self._note(name, key, declared)
+            return call(args)
+
+        noting.__name__ = name
+        return noting
+
+    def _note(self, name: str, key: str, declared: frozenset[str]) -> None:
+        if (name, key) in self._seen:
+            return
+        self._seen.add((name, key))
+        if len(self._lines) >= self.MAX_LINES:
+            self._dropped += 1
+            return
+        # A key is program data: quote it as JSON (a newline in it must not split the
+        # line) and shorten it, so a huge key neither floods the logs nor makes difflib
+        # quadratic in its length.
+        shown = key if len(key) <= _MAX_KEY_CHARS else key[:_MAX_KEY_CHARS] + "…"
+        line = f"{name} ignored unknown key {json.dumps(shown, ensure_ascii=False)}"
+        if len(key) <= _MAX_KEY_CHARS:
+            close = difflib.get_close_matches(key, sorted(declared), n=1)
+            if close:
+                line += f' (did you mean "{close[0]}"?)'
+        self._lines.append(line)
+
+
+def _declared_keys(parameters: Any) -> frozenset[str]:
+    """Top-level keys an object schema declares, when it also lets others through
+    (no ``additionalProperties: false``, which rejects them, nor a schema for extras or
+    ``patternProperties``, which declare them in another way); else empty."""
+    if not isinstance(parameters, Mapping):
+        return frozenset()
+    properties = parameters.get("properties")
+    if not isinstance(properties, Mapping) or not properties:
+        return frozenset()
+    if parameters.get("additionalProperties", True) is not True:
+        return frozenset()
+    if "patternProperties" in parameters:
+        return frozenset()
+    return frozenset(properties)

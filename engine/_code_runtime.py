@@ -48,7 +48,9 @@ ErrorKind = Literal[
     "worker-exit",
     "abort",
 ]
-"""Why a code run failed, the same set in every guest language.
+# A runtime docstring (not a bare string after the alias): every public name of
+# ``engine`` carries one, and ``help(engine.ErrorKind)`` should explain the kinds.
+ErrorKind.__doc__ = """Why a code run failed, the same set in every guest language.
 
 - ``syntax``: the program does not parse (or, in TypeScript, uses refused syntax).
 - ``exception``: an uncaught exception in the program.

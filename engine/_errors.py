@@ -10,12 +10,13 @@
     │   ├── ToolNotFoundError              UNKNOWN_TOOL
     │   ├── AbortError                     ABORTED | ABORTED_BEFORE_DISPATCH
     │   ├── ToolTimeoutError               TOOL_TIMEOUT
-    │   └── CodeRunFailedError             CODE_RUN_FAILED
+    │   └── CodeRunFailedError(message, kind)  CODE_RUN_FAILED  (``kind``: an ``ErrorKind``)
     └── BindingCallError(message, code)    -- a sub-call failed; raised by binding functions
 
 Inside the pipeline these are *results*, never escaping exceptions: a tool body (or a
 policy) raising a ``HarnessError`` produces a failure result whose ``error.info`` is
-``{name: <class name>, code}``; any other exception produces a failure without ``info``.
+``{name: <class name>, code}`` (plus ``kind`` when the error has one: a failed code run
+says why, machine-readably); any other exception produces a failure without ``info``.
 ``JsonSchemaError`` and registration errors (``ValueError``/``TypeError``) are raised to
 the host at definition/registration time, because they are misuse, not control flow.
 """
@@ -39,6 +40,9 @@ class HarnessError(Exception):
     """Base of the errors whose class name and ``code`` ride a failure's ``error.info``."""
 
     code: str
+    # A finer classification than ``code`` for hosts that alert on it without parsing
+    # text; only ``CodeRunFailedError`` sets one today.
+    kind: str | None = None
 
     def __init__(self, message: str, code: str = "HARNESS_ERROR") -> None:
         super().__init__(message)
@@ -94,10 +98,16 @@ class ToolTimeoutError(HarnessError):
 
 
 class CodeRunFailedError(HarnessError):
-    """A ``run_code`` program failed (exception, limit, abort, dead worker, ...)."""
+    """A ``run_code`` program failed (exception, limit, abort, dead worker, ...).
 
-    def __init__(self, message: str) -> None:
+    ``kind`` is the runtime's ``ErrorKind`` (``"timeout"``, ``"forbidden"``, ...); it
+    rides the failure's ``error.info.kind``. ``None`` only when a host raises this error
+    itself without one.
+    """
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
         super().__init__(message, "CODE_RUN_FAILED")
+        self.kind = kind
 
 
 class BindingCallError(Exception):

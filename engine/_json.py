@@ -19,12 +19,15 @@ import re
 import sys
 from typing import Any, NoReturn
 
+import msgspec
+
 __all__ = [
     "FrozenDict",
     "FrozenList",
     "LosslessJsonError",
     "dumps_compact",
     "dumps_pretty",
+    "encode_bytes",
     "is_lossless",
     "js_number",
     "snapshot",
@@ -47,8 +50,13 @@ class FrozenDict(dict[str, Any]):
     later ``snapshot`` returns them as they are instead of copying again.
     """
 
-    __slots__ = ("_sealed",)
+    # __weakref__: a session log remembers the marker of the last large value it elided
+    # without keeping the value alive. _digest: ``(json_bytes, sha256_hex, head)`` of the
+    # value's compact JSON, set by code that had those bytes at hand (the sandbox bridge,
+    # off the event loop), so a session log need not encode and hash a big value again.
+    __slots__ = ("__weakref__", "_digest", "_sealed")
     _sealed: bool
+    _digest: tuple[int, str, bytes]
     __setitem__ = __delitem__ = __ior__ = _frozen
     clear = pop = popitem = setdefault = update = _frozen
 
@@ -65,8 +73,9 @@ class FrozenDict(dict[str, Any]):
 class FrozenList(list[Any]):
     """A ``list`` that refuses mutation (sealed like ``FrozenDict`` when built by ``snapshot``)."""
 
-    __slots__ = ("_sealed",)
+    __slots__ = ("__weakref__", "_digest", "_sealed")
     _sealed: bool
+    _digest: tuple[int, str, bytes]
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
     append = extend = insert = pop = remove = clear = sort = reverse = _frozen
 
@@ -91,22 +100,39 @@ def _fits_float(value: int) -> bool:
     return True
 
 
-def _check_scalar(value: Any, path: str) -> Any:
+# A path is rendered only when an error is raised: building ``f"{path}.{key}"`` for every
+# node costs O(depth) per node, O(depth²) for a deep value (a 200,000-deep argument once
+# took minutes and gigabytes). A path is the root label (str) or ``(parent, key_or_index)``.
+_PathNode = Any
+
+
+def _render(path: _PathNode) -> str:
+    segments: list[str | int] = []
+    while not isinstance(path, str):
+        path, segment = path
+        segments.append(segment)
+    parts = [path]
+    for segment in reversed(segments):
+        parts.append(f"[{segment}]" if isinstance(segment, int) else f".{segment}")
+    return "".join(parts)
+
+
+def _check_scalar(value: Any, path: _PathNode) -> Any:
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, int):
         if not _fits_float(value):
             # Unbounded Python ints past float range have no JSON-number reading (JS: Infinity).
-            raise LosslessJsonError(f"{path}: integer too large for a finite JSON number")
+            raise LosslessJsonError(f"{_render(path)}: integer too large for a finite JSON number")
         # ``int`` subclasses (IntEnum, ...) are normalised to plain ints; bool handled above.
         return int(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise LosslessJsonError(f"{path}: {value!r} is not a finite JSON number")
+            raise LosslessJsonError(f"{_render(path)}: {value!r} is not a finite JSON number")
         if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise LosslessJsonError(f"{path}: -0.0 is not lossless JSON")
+            raise LosslessJsonError(f"{_render(path)}: -0.0 is not lossless JSON")
         return float(value)
-    raise LosslessJsonError(f"{path}: {type(value).__name__} is not a JSON value")
+    raise LosslessJsonError(f"{_render(path)}: {type(value).__name__} is not a JSON value")
 
 
 class _Slow(Exception):
@@ -208,51 +234,80 @@ def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     return _snapshot_slow(value, freeze=freeze, label=label)
 
 
+class _Cycle(Exception):
+    """A sparse ancestor check met a cycle; the exact pass finds where it starts."""
+
+
+# Ancestors are remembered only every ``_SPARSE`` levels on the first pass: a cycle of
+# length L is still met (within _SPARSE + L levels of where it starts), and the set stays
+# small next to the copy (a ``set`` grows fourfold at a time, which would otherwise make
+# peak memory jump by more than the value grew). Meeting one reruns with every ancestor
+# remembered, for the exact path of the message.
+_SPARSE = 16
+
+
 def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
-    dict_t: type[dict[str, Any]] = FrozenDict if freeze else dict
-    list_t: type[list[Any]] = FrozenList if freeze else list
     if not isinstance(value, (dict, list)):
         return _check_scalar(value, label)
-    # Iterative post-order build: each frame is (source, path, collected children).
+    try:
+        return _walk(value, freeze, label, _SPARSE)
+    except _Cycle:
+        return _walk(value, freeze, label, 1)
+
+
+def _walk(value: Any, freeze: bool, label: str, every: int) -> Any:
+    dict_t: type[dict[str, Any]] = FrozenDict if freeze else dict
+    list_t: type[list[Any]] = FrozenList if freeze else list
+    # Iterative post-order build. Each frame: (source, path, collected children, items,
+    # remembered as an ancestor). Paths are linked nodes, rendered only for an error
+    # message (see ``_render``), so the cost is linear in the value's size whatever its
+    # depth.
     active: set[int] = set()
     root_out: list[Any] = []
-    stack: list[tuple[Any, str, list[Any], Any]] = []
+    stack: list[tuple[Any, _PathNode, list[Any], Any, bool]] = []
 
-    def push(container: Any, path: str) -> None:
+    def push(container: Any, path: _PathNode) -> None:
         if id(container) in active:
-            raise LosslessJsonError(f"{path}: cycle detected")
+            if every > 1:
+                raise _Cycle
+            raise LosslessJsonError(f"{_render(path)}: cycle detected")
         if type(container) not in (dict, list, FrozenDict, FrozenList):
-            raise LosslessJsonError(f"{path}: {type(container).__name__} is not a JSON value")
-        active.add(id(container))
+            raise LosslessJsonError(
+                f"{_render(path)}: {type(container).__name__} is not a JSON value"
+            )
+        remember = len(stack) % every == 0
+        if remember:
+            active.add(id(container))
         if isinstance(container, dict):
             items = iter(list(container.items()))
         else:
             items = iter(enumerate(list(container)))
-        stack.append((container, path, [], items))
+        stack.append((container, path, [], items, remember))
 
     push(value, label)
     while stack:
-        container, path, out, items = stack[-1]
+        container, path, out, items, remembered = stack[-1]
+        is_dict = isinstance(container, dict)
         advanced = False
         for key, child in items:
-            if isinstance(container, dict):
-                if not isinstance(key, str):
-                    raise LosslessJsonError(f"{path}: key {key!r} is not a string")
-                child_path = f"{path}.{key}"
-            else:
-                child_path = f"{path}[{key}]"
+            if is_dict and not isinstance(key, str):
+                raise LosslessJsonError(f"{_render(path)}: key {key!r} is not a string")
             if isinstance(child, (dict, list)):
+                if freeze and type(child) in (FrozenDict, FrozenList) and _is_sealed(child):
+                    out.append((key, child))  # already known lossless and frozen
+                    continue
                 out.append((key, None))
-                push(child, child_path)
+                push(child, (path, key))
                 advanced = True
                 break
-            out.append((key, _check_scalar(child, child_path)))
+            out.append((key, _check_scalar(child, (path, key))))
         if advanced:
             continue
         stack.pop()
-        active.discard(id(container))
+        if remembered:
+            active.discard(id(container))
         built: Any
-        if isinstance(container, dict):
+        if is_dict:
             built = dict_t((k, v) for k, v in out)
         else:
             built = list_t(v for _k, v in out)
@@ -269,6 +324,8 @@ def _snapshot_slow(value: Any, *, freeze: bool, label: str) -> Any:
 
 def is_lossless(value: Any) -> bool:
     """True when ``snapshot(value)`` would succeed."""
+    if type(value) in (FrozenDict, FrozenList) and _is_sealed(value):
+        return True  # built by ``snapshot``: known lossless, no copy needed to tell
     try:
         snapshot(value, freeze=False)
     except LosslessJsonError:
@@ -334,6 +391,49 @@ def _escape_string(s: str) -> str:
         lambda m: m.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"), text
     )
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_msgspec_encode = msgspec.json.Encoder().encode
+
+
+def encode_bytes(value: Any) -> bytes:
+    """Compact JSON bytes of a lossless value as msgspec writes them, at any depth.
+
+    msgspec's encoder recurses; past its reach the value is written iteratively, each
+    scalar and key still by msgspec (so the bytes are the same, at C speed per token).
+    Raises ``UnicodeEncodeError`` for a lone surrogate, like msgspec.
+    """
+    try:
+        return _msgspec_encode(value)
+    except RecursionError:
+        pass
+    parts: list[bytes] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is bytes:  # a literal queued below; JSON values are never bytes
+            parts.append(item)
+        elif isinstance(item, dict):
+            if not item:
+                parts.append(b"{}")
+                continue
+            stack.append(b"}")
+            entries = list(item.items())
+            for i in range(len(entries) - 1, -1, -1):
+                key, child = entries[i]
+                stack.append(child)
+                stack.append((b"," if i else b"{") + _msgspec_encode(key) + b":")
+        elif isinstance(item, list):
+            if not item:
+                parts.append(b"[]")
+                continue
+            stack.append(b"]")
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                stack.append(b"," if i else b"[")
+        else:
+            parts.append(_msgspec_encode(item))
+    return b"".join(parts)
 
 
 def dumps_compact(value: Any) -> str:

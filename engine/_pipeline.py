@@ -93,7 +93,7 @@ def error_message(error: object) -> str:
 
 def _error_info(error: object) -> ToolErrorInfo | None:
     if isinstance(error, HarnessError):
-        return ToolErrorInfo(type(error).__name__, error.code)
+        return ToolErrorInfo(type(error).__name__, error.code, error.kind)
     return None
 
 

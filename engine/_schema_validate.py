@@ -42,7 +42,7 @@ _ANY: dict[str, Any] = {}
 _NOT_LOSSLESS = "must be a lossless JSON value"
 
 # Work items on the stack:
-#   ("visit", schema, value, path, sink)   validate one node, appending to sink
+#   ("visit", schema, value, path, sink, depth)   validate one node, appending to sink
 #   ("note", message, sink)                append a message (keeps document order)
 #   ("leave", id)                          the container left the ancestor set
 #   ("oneOf", branch_sinks, path, sink)    count the branches that matched
@@ -89,13 +89,31 @@ def _untyped_problem(value: Any) -> str | None:
     return _NOT_LOSSLESS
 
 
+class _Cycle(Exception):
+    """The sparse ancestor check met a cycle; the exact pass reports where it starts."""
+
+
+# Ancestors are remembered only every ``_SPARSE`` levels on the first pass (as in
+# ``_json``): a cycle is still met, within _SPARSE + its length, and the ancestor set stays
+# small next to the work stack (a set grows fourfold at a time). Meeting one reruns with
+# every ancestor remembered, so the messages are exactly those of an exact walk.
+_SPARSE = 16
+
+
 def _run(schema: Any, value: Any, prefix: str, root_label: str) -> list[str]:
+    try:
+        return _walk(schema, value, prefix, root_label, _SPARSE)
+    except _Cycle:
+        return _walk(schema, value, prefix, root_label, 1)
+
+
+def _walk(schema: Any, value: Any, prefix: str, root_label: str, every: int) -> list[str]:
     def show(path: Path) -> str:
         return render_path(path, prefix) or root_label
 
     out: list[str] = []
     active: set[int] = set()
-    stack: list[_Task] = [("visit", schema, value, None, out)]
+    stack: list[_Task] = [("visit", schema, value, None, out, 0)]
     while stack:
         task = stack.pop()
         kind = task[0]
@@ -114,7 +132,7 @@ def _run(schema: Any, value: Any, prefix: str, root_label: str) -> list[str]:
                 )
             continue
 
-        _, node, val, path, sink = task
+        _, node, val, path, sink, depth = task
         if not isinstance(node, dict):
             node = _ANY
         if "oneOf" in node:
@@ -122,7 +140,7 @@ def _run(schema: Any, value: Any, prefix: str, root_label: str) -> list[str]:
             sinks: list[list[str]] = [[] for _ in branches]
             stack.append(("oneOf", sinks, path, sink))
             for branch, branch_sink in reversed(list(zip(branches, sinks, strict=True))):
-                stack.append(("visit", branch, val, path, branch_sink))
+                stack.append(("visit", branch, val, path, branch_sink, depth))
             continue
 
         type_name = node.get("type")
@@ -142,18 +160,24 @@ def _run(schema: Any, value: Any, prefix: str, root_label: str) -> list[str]:
             continue
 
         if is_json_dict(val) or is_json_list(val):
+            if node is _ANY and getattr(val, "_sealed", False) is True:
+                continue  # a sealed snapshot is known lossless: nothing below can fail
+            if id(val) in active and every > 1:
+                raise _Cycle
             if id(val) in active or (
                 is_json_dict(val) and not all(isinstance(k, str) for k in val)
             ):
                 sink.append(f'"{show(path)}" {_NOT_LOSSLESS}')
                 continue
-            active.add(id(val))
-            stack.append(("leave", id(val)))
+            if depth % every == 0:
+                active.add(id(val))
+                stack.append(("leave", id(val)))
+            child_depth = depth + 1
             children = (
-                _object_tasks(node, val, path, sink, show)
+                _object_tasks(node, val, path, sink, show, child_depth)
                 if is_json_dict(val)
                 else [
-                    ("visit", node.get("items", _ANY), item, index_path(path, i), sink)
+                    ("visit", node.get("items", _ANY), item, index_path(path, i), sink, child_depth)
                     for i, item in enumerate(val)
                 ]
             )
@@ -167,6 +191,7 @@ def _object_tasks(
     path: Path,
     sink: list[str],
     show: Callable[[Path], str],
+    depth: int,
 ) -> list[_Task]:
     """Tasks for one object, in report order: missing required names, then each key."""
     tasks: list[_Task] = []
@@ -181,14 +206,14 @@ def _object_tasks(
         sub = properties.get(key)
         child_path = key_path(path, key)
         if sub is not None:
-            tasks.append(("visit", sub, child, child_path, sink))
+            tasks.append(("visit", sub, child, child_path, sink, depth))
         elif closed:
             message = (
                 f'"{show(child_path)}" is not a declared property (additionalProperties: false)'
             )
             tasks.append(("note", message, sink))
         else:
-            tasks.append(("visit", _ANY, child, child_path, sink))
+            tasks.append(("visit", _ANY, child, child_path, sink, depth))
     return tasks
 
 

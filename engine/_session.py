@@ -10,6 +10,13 @@ Both logs store a detached, deep-frozen snapshot of each event, so a caller muta
 dict afterwards cannot rewrite history, and both return those frozen dicts from
 ``events``. An invalid event raises ``TypeError``/``ValueError`` and nothing is written.
 
+Retention is bounded: a top-level field (``arguments``, ``content``, ``message``, ...)
+whose compact JSON exceeds ``max_inline_bytes`` (default 64 KiB) is stored as a marker
+``{"truncated": true, "bytes": <size>, "sha256": <hex of the JSON bytes>, "preview":
+<the JSON text's first bytes>}`` and the event gains ``"truncatedFields": [<names>]``,
+so a session of 2,000 calls with 1 MB arguments keeps kilobytes per call, not
+gigabytes; ``type`` is never truncated. ``max_inline_bytes=None`` keeps everything.
+
 ``append`` never yields to the event loop: validation, the write and the sequence number
 happen in one synchronous step. That is what makes "append order" well defined when many
 tasks append at once (no await between taking a number and writing it), and a SQLite WAL
@@ -20,17 +27,27 @@ to share between threads.
 from __future__ import annotations
 
 import abc
+import hashlib
 import json
 import os
 import sqlite3
 import sys
 import threading
+import weakref
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
-from ._json import LosslessJsonError, dumps_compact, snapshot
+from ._json import (
+    FrozenDict,
+    FrozenList,
+    LosslessJsonError,
+    dumps_compact,
+    encode_bytes,
+    sealed,
+    snapshot,
+)
 
 __all__ = ["MemorySessionLog", "SessionLog", "SqliteSessionLog"]
 
@@ -79,18 +96,108 @@ def _validate(event: object) -> dict[str, Any]:
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
+DEFAULT_MAX_INLINE_BYTES = 64 * 1024
+# Preview kept of a truncated field (at most the inline cap): enough to recognise it.
+_PREVIEW_BYTES = 1024
+_FROZEN = (FrozenDict, FrozenList)
 
-def _encode(event: dict[str, Any]) -> str:
+
+def _check_max_inline(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_inline_bytes must be a positive integer or None, got {value!r}")
+    return value
+
+
+def _elided(body: bytes, cap: int) -> dict[str, Any]:
+    return _marker(len(body), hashlib.sha256(body).hexdigest(), body, cap)
+
+
+def _marker(size: int, digest: str, head: bytes, cap: int) -> dict[str, Any]:
+    preview = head[: min(_PREVIEW_BYTES, cap)].decode("utf-8", "ignore")
+    return sealed({"truncated": True, "bytes": size, "sha256": digest, "preview": preview})
+
+
+class _Bound:
+    """The retention bound of one log: ``cap`` bytes per field, with the marker of the
+    last elided value remembered (a sub-call's start and settle events carry the same
+    arguments object, so it is encoded and hashed once, not twice)."""
+
+    __slots__ = ("_last", "cap")
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap = cap
+        # A weak reference: the memo must not keep a 64 MB argument alive.
+        self._last: tuple[weakref.ref[Any], dict[str, Any]] | None = None
+
+    def apply(self, frozen: dict[str, Any], body: bytes | None = None) -> dict[str, Any]:
+        """``frozen`` with every top-level field over the cap replaced by a marker.
+
+        ``body``, the event's encoding when the caller has one, settles the common case
+        (an event within the cap) with one length check.
+        """
+        cap = self.cap
+        if cap is None or (body is not None and len(body) <= cap):
+            return frozen
+        out: dict[str, Any] | None = None
+        names: list[str] = []
+        for key, value in frozen.items():
+            if key == "type" or not isinstance(value, (str, dict, list)):
+                continue
+            if isinstance(value, str) and 6 * len(value) + 2 <= cap:
+                continue  # even fully escaped (\\u0000 per character) it fits
+            last = self._last
+            known = getattr(value, "_digest", None) if type(value) in _FROZEN else None
+            if last is not None and last[0]() is value:
+                marker = last[1]
+            elif known is not None:
+                # Measured and hashed where its JSON bytes were at hand (off the loop).
+                size, digest, head = known
+                if size <= cap:
+                    continue
+                marker = _marker(size, digest, head, cap)
+            else:
+                data = _encode_bytes(value)
+                if len(data) <= cap:
+                    continue
+                marker = _elided(data, cap)
+                if isinstance(value, (FrozenDict, FrozenList)):
+                    self._last = (weakref.ref(value), marker)
+            if out is None:
+                out = dict(frozen)
+            out[key] = marker
+            names.append(key)
+        if out is None:
+            return frozen
+        out["truncatedFields"] = snapshot(names)
+        return sealed(out)
+
+
+def _encode_bytes(value: Any) -> bytes:
+    """Compact JSON of a lossless value, as UTF-8 bytes."""
     try:
-        return _encoder.encode(event).decode("utf-8")
-    except RecursionError:
         # Deeply nested events (5,000 levels are legal arguments) exceed msgspec's
-        # recursion guard; the engine's iterative writer produces the same compact JSON.
-        return dumps_compact(event)
+        # recursion guard; encode_bytes then writes them iteratively, the same bytes.
+        return encode_bytes(value)
     except UnicodeEncodeError:
         # A lone surrogate is valid in a Python str (and a JS string) but not in UTF-8.
         # JSON can still carry it as a \\uXXXX escape, as JS's JSON.stringify writes it,
         # so the event is stored losslessly instead of being refused.
+        try:
+            text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        except RecursionError:  # deep as well: the engine's writer escapes them too
+            text = dumps_compact(value)
+        return text.encode("utf-8")
+
+
+def _encode(event: dict[str, Any], data: bytes | None = None) -> str:
+    """The stored text of ``event`` (``data``: its ``_encode_bytes`` when already made)."""
+    if data is None:
+        data = _encode_bytes(event)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:  # a deep event holding a lone surrogate
         return json.dumps(event, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -131,9 +238,15 @@ class _ClosingLog(abc.ABC):
 
 
 class MemorySessionLog(_ClosingLog):
-    """A session log kept in memory (tests, ephemeral agents)."""
+    """A session log kept in memory (tests, ephemeral agents).
 
-    def __init__(self) -> None:
+    ``max_inline_bytes``: fields larger than this are kept as a preview, byte size and
+    sha256 (see the module docstring); ``None`` keeps everything.
+    """
+
+    def __init__(self, *, max_inline_bytes: int | None = DEFAULT_MAX_INLINE_BYTES) -> None:
+        self.max_inline_bytes = _check_max_inline(max_inline_bytes)
+        self._bound = _Bound(self.max_inline_bytes)
         self._events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -149,9 +262,10 @@ class MemorySessionLog(_ClosingLog):
         """``append`` without the coroutine: this log never waits."""
         # The lossless snapshot is the whole check: every lossless value encodes (deep
         # and lone-surrogate events take _encode's fallbacks), so a memory log accepts
-        # exactly what a SQLite log accepts without paying for an encode per event.
+        # exactly what a SQLite log accepts. The one encode is for the retention bound.
         frozen = _validate(event)
-        with self._lock:
+        with self._lock:  # the bound's memo is shared state
+            frozen = self._bound.apply(frozen)
             if self._closed:
                 raise RuntimeError("session log is closed")
             self._events.append(frozen)
@@ -189,7 +303,8 @@ class SqliteSessionLog(_ClosingLog):
 
     ``synchronous`` is SQLite's setting: ``"NORMAL"`` (the default) survives a process
     crash, which is what WAL guarantees at that level; ``"FULL"`` also survives power
-    loss at the cost of an fsync per event. If another connection holds the write lock,
+    loss at the cost of an fsync per event. ``max_inline_bytes`` bounds each field as in
+    ``MemorySessionLog``. If another connection holds the write lock,
     ``append`` waits up to 5 s (SQLite's busy timeout) on the calling thread; with one
     writer per file, as the engine uses it, that never happens.
     """
@@ -199,9 +314,12 @@ class SqliteSessionLog(_ClosingLog):
         path: str | os.PathLike[str],
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        max_inline_bytes: int | None = DEFAULT_MAX_INLINE_BYTES,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f'synchronous must be "NORMAL" or "FULL", got {synchronous!r}')
+        self.max_inline_bytes = _check_max_inline(max_inline_bytes)
+        self._bound = _Bound(self.max_inline_bytes)
         self.path = os.fspath(path)
         self._lock = threading.Lock()
         # isolation_level=None: no implicit transactions; each append runs its own
@@ -258,9 +376,13 @@ class SqliteSessionLog(_ClosingLog):
     def append_now(self, event: dict[str, Any]) -> int:
         """``append`` without the coroutine (a local SQLite write; see the class notes)."""
         frozen = _validate(event)
-        body = _encode(frozen)
-        kind: str = frozen["type"]
+        data = _encode_bytes(frozen)
         with self._lock:
+            bounded = self._bound.apply(frozen, data)
+            if bounded is not frozen:
+                frozen, data = bounded, _encode_bytes(bounded)
+            body = _encode(frozen, data)
+            kind: str = frozen["type"]
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:

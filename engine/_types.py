@@ -109,14 +109,22 @@ class ToolExecutionInput(msgspec.Struct, frozen=True):
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True):
-    """``{name, code}`` of a ``HarnessError`` failure."""
+    """``{name, code}`` of a ``HarnessError`` failure, plus ``kind`` when it has one.
+
+    ``kind`` is set for ``CODE_RUN_FAILED``: the ``ErrorKind`` of the failed run
+    (``"syntax"``, ``"timeout"``, ``"forbidden"``, ...), so hosts need not parse messages.
+    """
 
     name: str
     code: str
+    kind: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        """Wire form."""
-        return {"name": self.name, "code": self.code}
+        """Wire form (``kind`` omitted when absent)."""
+        out = {"name": self.name, "code": self.code}
+        if self.kind is not None:
+            out["kind"] = self.kind
+        return out
 
 
 class ToolFailure(msgspec.Struct, frozen=True):

@@ -1,10 +1,11 @@
-"""The process boundary of a worker: namespaces, rlimits, credentials, seccomp.
+"""The process boundary of a worker: namespaces, filesystem, rlimits, credentials, seccomp.
 
 RestrictedPython is a guard layer; this module is the boundary. It runs inside the
 fork server (``isolate_server``, once) and inside each freshly forked worker
-(``prepare`` before the guest's event loop exists, ``lock_down`` right after), so it
-imports only the stdlib. Every layer that cannot be applied is reported as a *note*
-(``ReadyFrame.notes``) instead of failing the worker, so a host without root still runs
+(``prepare`` before the guest's event loop exists, ``apply_limits`` before the guest's
+per-worker warm-up, ``lock_down`` right after it), so it imports only the stdlib. Every
+layer that cannot be applied is reported as a *note* (``Hello.notes``,
+``ReadyFrame.notes``) instead of failing the worker, so a host without root still runs
 programs and says which layers are missing.
 """
 
@@ -12,20 +13,36 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
+import platform
 import resource
 
 import msgspec
 
+from . import _landlock, _mountns, _pidns
 from ._seccomp import SeccompUnavailable, install_filter
+from ._seccomp import prepare as _prepare_seccomp
 
-__all__ = ["BoundarySpec", "isolate_server", "lock_down", "prepare"]
+__all__ = [
+    "BoundarySpec",
+    "Isolation",
+    "apply_limits",
+    "isolate_server",
+    "lock_down",
+    "prepare",
+    "remove_workdir",
+]
 
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_PDEATHSIG = 1
 _NOBODY = 65534
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 class BoundarySpec(msgspec.Struct, frozen=True, rename="camel"):
@@ -38,8 +55,13 @@ class BoundarySpec(msgspec.Struct, frozen=True, rename="camel"):
     drop_privileges: bool = True
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    # Made once in the fork server and inherited: a dlopen per fresh worker is costly.
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name in ("prctl", "unshare", "syscall"):
+        getattr(libc, name)
+    return libc
 
 
 def _errno_text() -> str:
@@ -47,24 +69,53 @@ def _errno_text() -> str:
     return errno.errorcode.get(err, str(err))
 
 
-def isolate_server() -> list[str]:
-    """Give the fork server (and so every worker) a private, empty network namespace.
+class Isolation(msgspec.Struct, frozen=True):
+    """What ``isolate_server`` achieved: degraded layers; whether workers can ``chroot``
+    into the server's empty private root (``_mountns``); the PID namespace's init
+    (``_pidns``: its pid and the fd keeping it alive) when workers get one."""
 
-    As root: ``unshare(CLONE_NEWNET | CLONE_NEWIPC)``. Otherwise try an unprivileged user
-    namespace mapping only the current ids. Returns notes for whatever did not apply.
+    notes: list[str]
+    private_root: bool
+    init_pid: int = 0
+    init_fd: int = -1
+
+
+def isolate_server(workdir: str) -> Isolation:
+    """Move the fork server (and so every worker) into private namespaces.
+
+    Network and IPC: a private, empty network namespace. Mounts: a mount namespace of
+    its own in which ``workdir`` (an empty directory) becomes an empty read-only tmpfs,
+    the root each worker enters (``_mountns``). As root this is one
+    ``unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS)``; otherwise an unprivileged
+    user namespace mapping only the current ids provides the same. Then a PID namespace
+    for the workers (``_pidns``; the server itself stays in the host's). Returns notes
+    for whatever did not apply.
     """
+    _prepare_worker_lock_down()
     libc = _libc()
+    notes: list[str] = []
     if os.geteuid() == 0:
+        if libc.unshare(_CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWNS) == 0:
+            return _private_root(workdir, notes)
+        failure = _errno_text()
         if libc.unshare(_CLONE_NEWNET | _CLONE_NEWIPC) == 0:
-            return []
-        return [f"network namespace unavailable: unshare failed ({_errno_text()})"]
+            notes.append(f"mount namespace unavailable: unshare failed ({failure})")
+            return Isolation(notes, private_root=False)
+        return Isolation(
+            [f"network and mount namespaces unavailable: unshare failed ({failure})"],
+            private_root=False,
+        )
     uid, gid = os.geteuid(), os.getegid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        return [
-            "network namespace unavailable: not root and user namespaces are disabled "
-            f"({_errno_text()}); workers share the host network stack (seccomp still "
-            "denies new sockets)"
-        ]
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWNS) != 0:
+        return Isolation(
+            [
+                "network, mount and pid namespaces unavailable: not root and user "
+                f"namespaces are disabled ({_errno_text()}); workers share the host "
+                "network stack (seccomp still denies new sockets), can probe which host "
+                "pids exist, and have no private filesystem root"
+            ],
+            private_root=False,
+        )
     try:
         for path, text in (
             ("/proc/self/setgroups", "deny"),
@@ -74,27 +125,68 @@ def isolate_server() -> list[str]:
             with open(path, "w") as handle:
                 handle.write(text)
     except OSError as exc:
-        return [f"user namespace id mapping failed: {exc}"]
-    return []
+        return Isolation([f"user namespace id mapping failed: {exc}"], private_root=False)
+    return _private_root(workdir, notes)
 
 
-def prepare(workdir: str) -> None:
-    """Empty environment, stdio on /dev/null, working directory ``workdir``."""
+def _prepare_worker_lock_down() -> None:
+    """Do in the fork server, once, what every worker's ``lock_down`` would repeat."""
+    _libc()
+    _landlock.prepare()
+    try:
+        _prepare_seccomp()
+    except SeccompUnavailable:
+        pass  # each worker reports it when its own install fails
+
+
+def _private_root(workdir: str, notes: list[str]) -> Isolation:
+    private_root = True
+    try:
+        _mountns.make_private_root(workdir)
+    except OSError as exc:
+        notes.append(f"private filesystem root unavailable: {exc.strerror}")
+        private_root = False
+    if _libc().unshare(_CLONE_NEWPID) != 0:
+        notes.append(
+            f"pid namespace unavailable: unshare failed ({_errno_text()}); workers can "
+            "probe which host pids exist (seccomp still denies signalling or tracing them)"
+        )
+        return Isolation(notes, private_root)
+    try:
+        init_pid, init_fd = _pidns.start_init(lambda: remove_workdir(workdir, private_root))
+    except OSError as exc:
+        notes.append(f"pid namespace unavailable: its init could not start ({exc})")
+        return Isolation(notes, private_root)
+    return Isolation(notes, private_root, init_pid, init_fd)
+
+
+def remove_workdir(workdir: str, private_root: bool) -> None:
+    """The fork server's clean-up, also run by its PID namespace's init (``_pidns``)
+    once the server is gone, however it ended."""
+    if private_root:
+        _mountns.release_root(workdir)
+    try:
+        os.rmdir(workdir)
+    except OSError:
+        pass
+
+
+def prepare() -> None:
+    """Empty environment, stdio on /dev/null (the cwd is already the empty directory)."""
     os.environ.clear()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     if null > 2:
         os.close(null)
-    os.chdir(workdir)
 
 
-def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
-    """Apply rlimits, drop privileges and install seccomp; return notes for gaps.
+def apply_limits(spec: BoundarySpec) -> list[str]:
+    """Set the rlimits (soft == hard, while they can still be raised); notes for gaps.
 
-    Order matters: limits are set (soft == hard) while we may still raise them, then
-    credentials are dropped (which also clears the parent-death signal, so it is set
-    afterwards), and seccomp comes last because it forbids ``prctl`` and ``setrlimit``.
+    Called before the guest's per-worker warm-up, so that the warm-up is sized and
+    charged against the same limits as the run (the TypeScript guest sizes its QuickJS
+    heap from ``RLIMIT_AS``).
     """
     notes: list[str] = []
     limits = [
@@ -109,6 +201,29 @@ def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
             resource.setrlimit(which, (value, value))
         except (OSError, ValueError) as exc:
             notes.append(f"rlimit {which} not applied: {exc}")
+    return notes
+
+
+def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[str]:
+    """Confine the filesystem, drop privileges and install seccomp; notes for gaps.
+
+    With ``private_root``, the working directory is the fork server's empty private
+    root and becomes the worker's root. Runs after the guest's warm-up, which may still
+    read files (the TypeScript guest reads ``/proc/self/statm``); nothing after this
+    point can. Order matters: ``chroot``
+    needs the privilege that is dropped next; dropping credentials clears the
+    parent-death signal, so that is set afterwards; Landlock is applied to the final
+    credentials; seccomp comes last because it forbids ``chroot``, ``prctl`` and
+    ``setrlimit``.
+    """
+    notes: list[str] = []
+    chrooted = False
+    if private_root:
+        try:
+            _mountns.enter_root()
+            chrooted = True
+        except OSError as exc:
+            notes.append(f"private filesystem root not entered: chroot failed ({exc.strerror})")
     if spec.drop_privileges and os.geteuid() == 0:
         try:
             os.setgroups([])
@@ -120,12 +235,16 @@ def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
             notes.append(f"privilege drop failed: {exc}")
     elif spec.drop_privileges:
         notes.append("privilege drop skipped: not running as root")
+        # Inside the fork server's user namespace the worker holds every capability
+        # there (over its own namespaces only); it needs none of them.
+        notes.extend(_drop_capabilities())
     libc = _libc()
     if libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
         notes.append(f"parent-death signal unavailable ({_errno_text()})")
     if os.getppid() != parent_pid:
         # The fork server died before the death signal was armed.
         os._exit(70)
+    notes.extend(_deny_filesystem(chrooted))
     if spec.seccomp:
         try:
             install_filter(os.getpid())
@@ -134,3 +253,46 @@ def lock_down(spec: BoundarySpec, parent_pid: int) -> list[str]:
     else:
         notes.append("seccomp disabled by configuration")
     return notes
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _drop_capabilities() -> list[str]:
+    """Clear the effective, permitted and inheritable sets (``capset``); notes on failure."""
+    nr = _SYS_CAPSET.get(platform.machine())
+    if nr is None:
+        return [f"capabilities not dropped: unsupported architecture {platform.machine()!r}"]
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()  # all zero: 64 capability bits in two 32-bit words
+    if _libc().syscall(nr, ctypes.byref(header), ctypes.byref(data)) != 0:
+        return [f"capabilities not dropped: capset failed ({_errno_text()})"]
+    return []
+
+
+def _deny_filesystem(chrooted: bool) -> list[str]:
+    """Landlock on top of the private root (or instead of it); say what is missing."""
+    try:
+        _landlock.deny_all()
+    except _landlock.LandlockUnavailable as exc:
+        if chrooted:
+            return [f"Landlock unavailable ({exc}); the empty private root alone hides host files"]
+        return [
+            f"filesystem isolation unavailable: no private root and no Landlock ({exc}); "
+            f"a program that escapes the guards can read every file uid {os.geteuid()} may read"
+        ]
+    if chrooted:
+        return []
+    return [
+        "no private filesystem root: Landlock denies opening, listing and running host "
+        "files, but their metadata (stat, readlink) stays visible"
+    ]

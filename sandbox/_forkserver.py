@@ -2,8 +2,10 @@
 
 Started once per pool (``python -I -B -X utf8 -c ...``, empty environment). It imports the
 guest modules (RestrictedPython, msgspec, the allowed stdlib modules) and warms their lazy
-paths, moves itself into a private network namespace, freezes the GC so forked workers
-share its pages, and then serves a control socket:
+paths (after the fork, workers can no longer read a module from disk), moves itself into
+private network and mount namespaces with an empty read-only root for its workers and
+has them born in a PID namespace of their own (``_boundary.isolate_server``), freezes
+the GC so forked workers share its pages, and then serves a control socket:
 
 ::
 
@@ -33,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from ._boundary import BoundarySpec, isolate_server
+from ._boundary import BoundarySpec, Isolation, isolate_server, remove_workdir
 from ._frames import FrameBuffer, encode_frame
 from ._worker_main import worker_main
 
@@ -95,6 +97,10 @@ ServerOutbound = Hello | Forked | ForkFailed | Exited
 
 def main(config_json: str) -> None:
     """Entry point of the fork-server process."""
+    # Interrupts are the host's to handle: it tears the pool down by closing the control
+    # socket. Ignoring SIGINT also keeps a stray ``kill -INT`` from printing a traceback;
+    # workers inherit the disposition (they never see a terminal either way).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     config = msgspec.json.decode(config_json, type=ServerConfig)
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -108,21 +114,38 @@ def main(config_json: str) -> None:
         warm = getattr(module, "warm", None)
         if callable(warm):
             warm()
-    notes = isolate_server()
     workdir = tempfile.mkdtemp(prefix="codemode-worker-")
     os.chmod(workdir, 0o555)
+    isolation = isolate_server(workdir)
+    # Workers enter their root through this descriptor, never by path: what they chroot
+    # into is the directory (or tmpfs) set up here, whatever happens to the path later.
+    root_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     gc.collect()
     gc.freeze()
-    _Server(ctrl, config, workdir, notes).serve()
+    _Server(ctrl, config, workdir, root_fd, isolation).serve()
 
 
 class _Server:
-    def __init__(self, ctrl: socket.socket, config: ServerConfig, workdir: str, notes: list[str]):
+    def __init__(
+        self,
+        ctrl: socket.socket,
+        config: ServerConfig,
+        workdir: str,
+        root_fd: int,
+        isolation: Isolation,
+    ):
         self.ctrl = ctrl
         self.config = config
         self.workdir = workdir
-        self.notes = notes
-        self.children: set[int] = set()
+        self.root_fd = root_fd
+        self.notes = isolation.notes
+        self.private_root = isolation.private_root
+        # The PID namespace's init (0 without one) is reaped like a worker, but its
+        # death ends the server: no worker can be forked into a namespace without it.
+        self.init_pid = isolation.init_pid
+        self.init_fd = isolation.init_fd
+        self.has_init = bool(isolation.init_pid)
+        self.children: set[int] = {self.init_pid} if self.init_pid else set()
         self.fds: list[int] = []
         self.buffer = FrameBuffer(_CONTROL_FRAME_BYTES)
         self.decoder = msgspec.json.Decoder(ForkRequest)
@@ -144,6 +167,8 @@ class _Server:
                     if fd == wake_r:
                         _drain(wake_r)
                         self.reap(block=False)
+                        if self.has_init and not self.init_pid:
+                            return  # the init died (reaped): no more forks possible
                     elif not self.receive():
                         return
         except OSError:
@@ -180,7 +205,10 @@ class _Server:
                 worker_main(
                     fd,
                     request.boundary,
-                    self.workdir,
+                    self.root_fd,
+                    self.private_root,
+                    # 0 inside a PID namespace (the server is outside it); a worker
+                    # orphaned early sees its init (1) instead and exits.
                     os.getppid(),
                     self.config.guests,
                     request.max_frame_bytes,
@@ -202,10 +230,14 @@ class _Server:
             if pid == 0:
                 return
             self.children.discard(pid)
-            if not block:
+            if pid == self.init_pid:
+                self.init_pid = 0
+            elif not block:
                 self.send(Exited(pid=pid, status=status, maxrss_kb=int(usage.ru_maxrss)))
 
     def shutdown(self) -> None:
+        if self.init_fd >= 0:
+            os.close(self.init_fd)  # the init exits, and the kernel kills every worker
         for pid in list(self.children):
             for kill in (os.killpg, os.kill):
                 try:
@@ -216,10 +248,8 @@ class _Server:
         self.reap(block=True)
         for fd in self.fds:
             os.close(fd)
-        try:
-            os.rmdir(self.workdir)
-        except OSError:
-            pass
+        os.close(self.root_fd)
+        remove_workdir(self.workdir, self.private_root)
 
 
 def _drain(fd: int) -> None:

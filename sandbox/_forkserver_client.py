@@ -138,18 +138,29 @@ class ForkServerClient:
                 stderr=None,
                 env={},
                 pass_fds=[server.fileno()],
+                # A terminal's Ctrl-C goes to its whole foreground process group; the
+                # server must not get it (it would die with a traceback mid-teardown).
+                # The host stops it by closing the control socket; its parent-death
+                # signal covers a host that dies without doing so.
+                start_new_session=True,
             )
         finally:
             server.close()
-        with anyio.move_on_after(_START_TIMEOUT):
-            while True:
-                frames = await self._read()
-                if frames is None:
-                    break
-                hello = next((f for f in frames if isinstance(f, Hello)), None)
-                if hello is not None:
-                    self.pid, self.notes, self.alive = hello.pid, hello.notes, True
-                    break
+        try:
+            with anyio.move_on_after(_START_TIMEOUT):
+                while True:
+                    frames = await self._read()
+                    if frames is None:
+                        break
+                    hello = next((f for f in frames if isinstance(f, Hello)), None)
+                    if hello is not None:
+                        self.pid, self.notes, self.alive = hello.pid, hello.notes, True
+                        break
+        except BaseException:
+            # Cancelled while the server boots (Ctrl-C right after start): stop it now
+            # rather than leave it to the parent-death signal.
+            await self.aclose()
+            raise
         if not self.alive:
             await self.aclose()
             raise ForkServerError("sandbox fork server failed to start")

@@ -20,12 +20,17 @@ imported by worker processes too, so it depends on msgspec and the stdlib only.
 Values may nest deeper than msgspec's codec can recurse (a 5,000-deep argument is
 lossless JSON, and QuickJS builds one iteratively): ``encode_payload`` and
 ``decode_frame`` fall back to iterative writers/readers for the ``args``/``value`` field
-when msgspec raises ``RecursionError``, so depth is bounded by the frame cap only.
+when msgspec raises ``RecursionError``. Given ``max_depth`` (the host passes
+``Limits.max_nesting_depth``), both bound the nesting while they work: ``decode_frame``
+replaces a value field nested deeper than the cap with a ``TooDeep`` marker (the
+container past the cap is skipped, never built), so the host can fail that one call
+cheaply; ``encode_payload`` raises ``NestingError``.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, TypeVar
 
 import msgspec
@@ -38,15 +43,22 @@ __all__ = [
     "ErrorSpec",
     "FrameBuffer",
     "LogFrame",
+    "NeedsDeepDecode",
+    "NestingError",
     "ReadyFrame",
     "ResultFrame",
     "RunFrame",
+    "TooDeep",
     "decode_frame",
+    "decode_host_frame_sliced",
+    "decode_host_frame_sliced_raw",
     "dumps_deep",
     "encode_frame",
     "encode_payload",
     "loads_deep",
+    "loads_sliced",
     "json_string_length",
+    "nesting_exceeds",
     "sanitize_text",
     "truncate_to_json_length",
 ]
@@ -140,66 +152,174 @@ _T = TypeVar("_T")
 _VALUE_FIELDS = ("args", "value")
 
 
-def encode_payload(frame: msgspec.Struct) -> bytes:
-    """Serialise one frame (no length prefix); deep ``args``/``value`` are written iteratively."""
+class NestingError(ValueError):
+    """A value nests deeper than the cap it was checked against."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"value nests deeper than {limit:,} levels")
+        self.limit = limit
+
+
+class NeedsDeepDecode(Exception):
+    """``decode_frame(..., deep=False)``: the payload needs the (slower) iterative reader."""
+
+
+class TooDeep:
+    """What ``decode_frame`` puts in place of a value field nested deeper than its cap."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __repr__(self) -> str:
+        return f"TooDeep({self.limit})"
+
+
+def _native_bounded(max_depth: int) -> bool:
+    # msgspec recurses once per nesting level and raises RecursionError at the
+    # interpreter's limit, so a value it handled nests less deeply than that limit; only
+    # a cap below it needs a separate check.
+    return max_depth >= sys.getrecursionlimit()
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers (dict/list/tuple) more than ``limit`` levels deep.
+
+    Iterative, and stops at the first container past the cap. A scalar has depth 0,
+    ``[1]`` depth 1.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > limit:
+            return True
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def encode_payload(frame: msgspec.Struct, *, max_depth: int | None = None) -> bytes:
+    """Serialise one frame (no length prefix); deep ``args``/``value`` are written iteratively.
+
+    With ``max_depth``, raises ``NestingError`` when a value field nests deeper.
+    """
     try:
-        return _encoder.encode(frame)
+        data = _encoder.encode(frame)
     except RecursionError:
         pass
+    else:
+        if max_depth is not None and not _native_bounded(max_depth):
+            for name in _VALUE_FIELDS:
+                if nesting_exceeds(getattr(frame, name, None), max_depth):
+                    raise NestingError(max_depth)
+        return data
     changes = {
-        name: msgspec.Raw(dumps_deep(getattr(frame, name)))
+        name: msgspec.Raw(dumps_deep(getattr(frame, name), max_depth=max_depth))
         for name in _VALUE_FIELDS
         if isinstance(getattr(frame, name, None), (dict, list, tuple))
     }
     return _encoder.encode(msgspec.structs.replace(frame, **changes))
 
 
-def encode_frame(frame: msgspec.Struct) -> bytes:
-    """Serialise one frame with its length prefix."""
-    payload = encode_payload(frame)
+def encode_frame(frame: msgspec.Struct, *, max_depth: int | None = None) -> bytes:
+    """Serialise one frame with its length prefix (``max_depth``: see ``encode_payload``)."""
+    payload = encode_payload(frame, max_depth=max_depth)
     return len(payload).to_bytes(_HEADER, "big") + payload
 
 
-def decode_frame(decoder: msgspec.json.Decoder[_T], payload: bytes) -> _T:
+def decode_frame(
+    decoder: msgspec.json.Decoder[_T],
+    payload: bytes,
+    *,
+    max_depth: int | None = None,
+    deep: bool = True,
+) -> _T:
     """``decoder.decode(payload)``, reading a too-deep ``args``/``value`` iteratively.
 
     Raises ``msgspec.DecodeError``/``ValidationError`` like the decoder (never
-    ``RecursionError``, whatever the nesting).
+    ``RecursionError``, whatever the nesting). With ``max_depth``, an ``args``/``value``
+    nested deeper than that is replaced by ``TooDeep(max_depth)`` (skipped, not built);
+    anything else nested that deep is a ``DecodeError``. With ``deep=False``, raises
+    ``NeedsDeepDecode`` instead of running the iterative reader (so a caller can run it
+    elsewhere, e.g. off its event loop).
     """
     try:
-        return decoder.decode(payload)
+        frame = decoder.decode(payload)
     except RecursionError:
-        pass
+        if not deep:
+            raise NeedsDeepDecode from None
+    else:
+        if max_depth is not None and not _native_bounded(max_depth):
+            changes = {
+                name: TooDeep(max_depth)
+                for name in _VALUE_FIELDS
+                if nesting_exceeds(getattr(frame, name, None), max_depth)
+            }
+            if changes:
+                frame = msgspec.structs.replace(frame, **changes)  # type: ignore[type-var]
+        return frame
     try:
-        obj = loads_deep(payload)
+        # The frame object is one level above its value fields.
+        obj, overflow = _loads(payload, None if max_depth is None else max_depth + 1)
     except ValueError as exc:
         raise msgspec.DecodeError(str(exc)) from None
     if not isinstance(obj, dict):
         raise msgspec.ValidationError("expected a frame object")
-    deep = {k: obj[k] for k in _VALUE_FIELDS if isinstance(obj.get(k), (dict, list))}
-    shallow = {k: (None if k in deep else v) for k, v in obj.items()}
+    if overflow is not None and overflow not in _VALUE_FIELDS:
+        raise msgspec.DecodeError("frame nests too deeply outside its value")
+    deep_fields: dict[str, Any] = {
+        k: obj[k] for k in _VALUE_FIELDS if isinstance(obj.get(k), (dict, list))
+    }
+    if overflow is not None:
+        assert max_depth is not None
+        deep_fields[overflow] = TooDeep(max_depth)
+    shallow = {k: (None if k in deep_fields else v) for k, v in obj.items()}
     try:
         frame = decoder.decode(_encoder.encode(shallow))
     except RecursionError:
         raise msgspec.DecodeError("frame nests too deeply outside its value") from None
     fields = getattr(frame, "__struct_fields__", ())
-    return msgspec.structs.replace(frame, **{k: v for k, v in deep.items() if k in fields})  # type: ignore[type-var]
+    changes = {k: v for k, v in deep_fields.items() if k in fields}
+    return msgspec.structs.replace(frame, **changes)  # type: ignore[type-var]
 
 
-def dumps_deep(value: Any) -> bytes:
-    """Compact JSON of ``value`` without recursion (containers: dict, list, tuple)."""
+# The only queued literals equal to these are the closers (the others are "[", "," and
+# '{"key":'-like prefixes), so popping one of them leaves a container.
+_CLOSE_OBJECT = b"}"
+_CLOSE_ARRAY = b"]"
+
+
+def dumps_deep(value: Any, *, max_depth: int | None = None) -> bytes:
+    """Compact JSON of ``value`` without recursion (containers: dict, list, tuple).
+
+    With ``max_depth``, raises ``NestingError`` on reaching a container nested deeper.
+    """
     parts: list[bytes] = []
     stack: list[Any] = [value]
     encode = _encoder.encode
+    limit = max_depth if max_depth is not None else -1
+    depth = 0
     while stack:
         item = stack.pop()
         if type(item) is bytes:  # a literal queued below; JSON values are never bytes
+            if item == _CLOSE_OBJECT or item == _CLOSE_ARRAY:
+                depth -= 1
             parts.append(item)
         elif isinstance(item, dict):
+            if depth == limit:
+                raise NestingError(limit)
             if not item:
                 parts.append(b"{}")
                 continue
-            stack.append(b"}")
+            depth += 1
+            stack.append(_CLOSE_OBJECT)
             entries = list(item.items())
             for i in range(len(entries) - 1, -1, -1):
                 key, child = entries[i]
@@ -208,10 +328,13 @@ def dumps_deep(value: Any) -> bytes:
                 stack.append(child)
                 stack.append((b"," if i else b"{") + encode(key) + b":")
         elif isinstance(item, (list, tuple)):
+            if depth == limit:
+                raise NestingError(limit)
             if not item:
                 parts.append(b"[]")
                 continue
-            stack.append(b"]")
+            depth += 1
+            stack.append(_CLOSE_ARRAY)
             for i in range(len(item) - 1, -1, -1):
                 stack.append(item[i])
                 stack.append(b"," if i else b"[")
@@ -228,15 +351,60 @@ _SCALARS = {b"true": True, b"false": False, b"null": None}
 _END = re.compile(rb"[ \t\n\r]*")
 
 
-def loads_deep(data: bytes) -> Any:
+# Runs of openers, runs of closers, strings, and anything else: a 200,000-deep run of
+# brackets is two matches.
+_SKIP_TOKEN = re.compile(rb'([\[{]+)|([\]}]+)|"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+', re.DOTALL)
+
+
+def _skip(data: bytes, pos: int) -> int:
+    """The position just after the container whose opening bracket ends at ``pos``.
+
+    Only brackets and strings are looked at: the container is refused whatever it holds,
+    so it is measured, not parsed (linear, and nothing is built).
+    """
+    depth = 1
+    while True:
+        match = _SKIP_TOKEN.match(data, pos)
+        if match is None:
+            raise ValueError(f"unterminated container or string at byte {pos}")
+        opens, closes = match.group(1), match.group(2)
+        if opens:
+            depth += len(opens)
+        elif closes:
+            if len(closes) >= depth:
+                return match.start() + depth
+            depth -= len(closes)
+        pos = match.end()
+
+
+def loads_deep(data: bytes, *, max_depth: int | None = None) -> Any:
     """Parse JSON without recursion; ``ValueError`` when ``data`` is not one JSON value.
 
     Strings and numbers are decoded by msgspec token by token (flat, so no recursion).
+    With ``max_depth``, raises ``NestingError`` (a ``ValueError``) as soon as a
+    container would nest deeper, without reading that container.
     """
+    value, overflow = _loads(data, max_depth)
+    if overflow is not None:
+        assert max_depth is not None
+        raise NestingError(max_depth)
+    return value
+
+
+_ROOT = "<root>"
+
+
+def _loads(data: bytes, max_depth: int | None) -> tuple[Any, str | None]:
+    """``loads_deep``'s parser; containers past ``max_depth`` become ``None`` and the
+    second item names where the first one was: the root object's key it sits under, or
+    ``"<root>"`` when the root is not an object."""
     decode = msgspec.json.decode
     # Each open container: [container, key awaiting its value (objects only)].
     stack: list[list[Any]] = []
     root: list[Any] = []
+    overflow: str | None = None
+    root_key: str | None = None  # the root object's key whose value is being read
+    limit = max_depth if max_depth is not None else -1
     # States: "value" (a value is required), "first" (a value or "]"), "key" (a key or
     # "}"), "colon", "next" ("," or the closing bracket).
     state = "value"
@@ -247,7 +415,7 @@ def loads_deep(data: bytes) -> Any:
             end = _END.match(data, pos)
             if end is None or end.end() != size:
                 raise ValueError("trailing data after the JSON value")
-            return root[0]
+            return root[0], overflow
         match = _TOKEN.match(data, pos)
         if match is None:
             raise ValueError(f"invalid JSON at byte {pos}")
@@ -279,6 +447,8 @@ def loads_deep(data: bytes) -> Any:
                 raise ValueError(f"expected a string key at byte {pos}")
             assert top is not None
             top[1] = decode(string)
+            if len(stack) == 1:
+                root_key = top[1]
             state = "colon"
             continue
         # "value" or "first"
@@ -288,7 +458,13 @@ def loads_deep(data: bytes) -> Any:
             continue
         value: Any
         opened = False
-        if punct == b"[":
+        if punct in (b"[", b"{") and len(stack) == limit:
+            # One level too deep: measure the container instead of building it.
+            if overflow is None:
+                overflow = root_key if stack and isinstance(stack[0][0], dict) else _ROOT
+            pos = _skip(data, pos)
+            value = None
+        elif punct == b"[":
             value, opened = [], True
         elif punct == b"{":
             value, opened = {}, True
@@ -315,26 +491,243 @@ def loads_deep(data: bytes) -> Any:
             state = "next"
 
 
+# -- sliced decoding: big values in bounded pieces -------------------------------------
+#
+# msgspec decodes a value in one C call that holds the GIL throughout: a 10 MB object
+# takes 100-500 ms, and decoding it in a worker thread would still stall the host's event
+# loop for all of it. ``decode_frame_sliced`` cuts a big container into runs of members
+# of about ``_SLICE_BYTES`` at its top level (recursing into members that are big
+# containers themselves) and decodes each run separately, so no single C call sees more
+# than a slice; between slices the GIL changes hands as usual.
+
+_SLICE_BYTES = 128 * 1024
+_MAX_SLICED_DEPTH = 64  # below this, a big container is decoded whole (rare shapes)
+# Top-level tokens of a container body: runs of anything but brackets, commas and
+# strings-with-their-contents (one match per member, usually), a comma, or a bracket.
+_TOP = re.compile(rb'(?:[^"\[\]{},]+|"[^"\\]*(?:\\.[^"\\]*)*")+|(,)|([\[{])|([\]}])', re.DOTALL)
+# Many whole members with their commas in one match (a window of them: see ``_sliced``).
+_MEMBERS = re.compile(rb'(?:(?:[^"\[\]{},]+|"[^"\\]*(?:\\.[^"\\]*)*")+,)+', re.DOTALL)
+_WS = b" \t\n\r"
+
+
+def _whole(data: bytes, depth: int, max_depth: int | None) -> Any:
+    """One JSON value in one piece, at ``depth`` levels below the sliced value's top."""
+    remaining = None if max_depth is None else max_depth - depth
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        return loads_deep(data, max_depth=remaining)
+    except msgspec.DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    if remaining is not None and not _native_bounded(remaining):
+        if nesting_exceeds(value, remaining):
+            raise NestingError(max_depth)  # type: ignore[arg-type]
+    return value
+
+
+def loads_sliced(data: bytes, *, max_depth: int | None = None) -> Any:
+    """``loads_deep`` for big values: parsed in slices of about ``_SLICE_BYTES``.
+
+    Raises ``ValueError`` for malformed JSON and ``NestingError`` past ``max_depth``.
+    """
+    start, end = 0, len(data)
+    while start < end and data[start] in _WS:
+        start += 1
+    while end > start and data[end - 1] in _WS:
+        end -= 1
+    return _sliced(data, start, end, 0, max_depth)
+
+
+def _sliced(data: bytes, start: int, end: int, depth: int, max_depth: int | None) -> Any:
+    if end - start <= _SLICE_BYTES or depth >= _MAX_SLICED_DEPTH or data[start] not in b"[{":
+        # Small, or a scalar (a big string decodes at memcpy speed), or deep in a shape
+        # no program needs: one piece.
+        return _whole(data[start:end], depth, max_depth)
+    if max_depth is not None and depth >= max_depth:
+        raise NestingError(max_depth)
+    is_object = data[start] == 0x7B
+    if data[end - 1] != (0x7D if is_object else 0x5D):
+        raise ValueError(f"unterminated container at byte {start}")
+    out: Any = {} if is_object else []
+    opener, closer = (b"{", b"}") if is_object else (b"[", b"]")
+    body_end = end - 1
+    chunk = member = pos = start + 1  # current run, current member, scan position
+
+    def flush(upto: int) -> None:
+        piece = data[chunk:upto]
+        if piece.strip(_WS):
+            part = _whole(opener + piece + closer, depth, max_depth)
+            if is_object:
+                out.update(part)
+            else:
+                out.extend(part)
+
+    while pos < body_end:
+        if chunk != -1:
+            # Fast path: whole flat members up to the last comma in the next window.
+            run = _MEMBERS.match(data, pos, min(pos + _SLICE_BYTES, body_end))
+            if run is not None:
+                pos = member = run.end()
+                if pos - chunk >= _SLICE_BYTES:
+                    flush(pos - 1)
+                    chunk = pos
+                continue
+        match = _TOP.match(data, pos, body_end)
+        if match is None:
+            raise ValueError(f"invalid JSON at byte {pos}")
+        comma, opens, closes = match.groups()
+        if closes:
+            raise ValueError(f"unbalanced {closes.decode()!r} at byte {match.start()}")
+        if opens:
+            if chunk == -1:  # a big member must be followed by a comma or the end
+                raise ValueError(f"expected ',' at byte {match.start()}")
+            value_start = match.start()
+            value_end = _skip(data, match.end())
+            if value_end - value_start > _SLICE_BYTES:
+                # A big member: the run before it in one piece, the member on its own.
+                if member > chunk:
+                    flush(member - 1)  # up to its comma
+                value = _sliced(data, value_start, value_end, depth + 1, max_depth)
+                if is_object:
+                    head = data[member:value_start].strip(_WS)
+                    if not head.endswith(b":"):
+                        raise ValueError(f"expected a key before byte {value_start}")
+                    key = msgspec.json.decode(head[:-1].strip(_WS))
+                    if not isinstance(key, str):
+                        raise ValueError(f"expected a string key before byte {value_start}")
+                    out[key] = value
+                else:
+                    if data[member:value_start].strip(_WS):
+                        raise ValueError(f"unexpected data before byte {value_start}")
+                    out.append(value)
+                # The next run starts after this member's comma.
+                chunk = member = -1
+            pos = value_end
+            continue
+        pos = match.end()
+        if comma:
+            if chunk == -1:  # the comma closing a big member
+                chunk = pos
+            elif pos - chunk >= _SLICE_BYTES:
+                flush(pos - 1)
+                chunk = pos
+            member = pos
+        elif chunk == -1 and data[match.start() : pos].strip(_WS):
+            raise ValueError(f"expected ',' at byte {match.start()}")
+    if chunk != -1:
+        flush(body_end)
+    return out
+
+
+class _CallWire(msgspec.Struct, frozen=True, tag="call", tag_field="type", rename="camel"):
+    """``CallFrame`` with its arguments left as JSON text (decoded in slices)."""
+
+    id: int
+    global_name: str = msgspec.field(name="global")
+    name: str = ""
+    args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+
+
+class _DoneWire(
+    msgspec.Struct, frozen=True, tag="done", tag_field="type", rename="camel", omit_defaults=True
+):
+    """``DoneFrame`` with its value left as JSON text (decoded in slices)."""
+
+    value: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b""))  # b"": absent
+    error: ErrorSpec | None = None
+
+
+_sliced_decoder = msgspec.json.Decoder(_CallWire | _DoneWire | LogFrame | ReadyFrame)
+
+
+def decode_host_frame_sliced(payload: bytes, *, max_depth: int | None = None) -> Any:
+    """A worker -> host frame (``HostInbound``) with its value decoded in slices.
+
+    The same result as ``decode_frame(Decoder(HostInbound), payload, max_depth=...)``,
+    but no single C call decodes more than about ``_SLICE_BYTES`` of a big value, so a
+    thread running it leaves the GIL to the event loop between slices. Raises
+    ``msgspec.DecodeError``/``ValidationError`` for frames to drop.
+    """
+    return decode_host_frame_sliced_raw(payload, max_depth=max_depth)[0]
+
+
+def decode_host_frame_sliced_raw(
+    payload: bytes, *, max_depth: int | None = None
+) -> tuple[Any, bytes | None]:
+    """``decode_host_frame_sliced`` plus the value field's JSON bytes as received (None
+    when the frame has none or took the iterative path)."""
+    try:
+        wire = _sliced_decoder.decode(payload)
+    except RecursionError:
+        # Too deep for msgspec to skip: the iterative reader (pure Python, so the GIL
+        # changes hands as it goes).
+        return decode_frame(_host_decoder, payload, max_depth=max_depth), None
+    if isinstance(wire, _CallWire):
+        raw = bytes(wire.args)
+        args = _value_or_marker(raw, max_depth)
+        frame = CallFrame(id=wire.id, global_name=wire.global_name, name=wire.name, args=args)
+        return frame, raw
+    if isinstance(wire, _DoneWire):
+        raw = bytes(wire.value)
+        if not raw:
+            return DoneFrame(error=wire.error), None
+        return DoneFrame(value=_value_or_marker(raw, max_depth), error=wire.error), raw
+    return wire, None
+
+
+def _value_or_marker(data: bytes, max_depth: int | None) -> Any:
+    try:
+        return loads_sliced(data, max_depth=max_depth)
+    except NestingError:
+        assert max_depth is not None
+        return TooDeep(max_depth)
+    except ValueError as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+
+
+_host_decoder = msgspec.json.Decoder(HostInbound)
+
+
+# A frame at least this large is collected as a list of received pieces and joined once
+# complete: growing, slicing and copying a 60 MiB bytearray cost tens of ms per frame.
+_COLLECT_BYTES = 1 << 20
+
+
 class FrameBuffer:
     """Incremental splitter of a length-prefixed byte stream into frame payloads.
 
     A frame whose announced length exceeds ``max_frame_bytes`` is skipped without being
-    buffered (its bytes are discarded as they arrive) and counted in ``oversized``.
+    buffered (its bytes are discarded as they arrive) and counted in ``oversized``. A
+    large frame's bytes are kept as received pieces and joined once (one copy).
     """
 
-    __slots__ = ("_buf", "_max", "_skip", "oversized")
+    __slots__ = ("_buf", "_max", "_need", "_parts", "_skip", "oversized")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._buf = bytearray()
         self._max = max_frame_bytes
         self._skip = 0
+        self._parts: list[bytes] = []  # pieces of a large frame being collected
+        self._need = 0  # bytes still missing from it
         self.oversized = 0
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return the complete payloads now available, in order."""
+        out: list[bytes] = []
+        if self._need:
+            if len(data) < self._need:
+                self._parts.append(data)
+                self._need -= len(data)
+                return out
+            view = memoryview(data)
+            self._parts.append(bytes(view[: self._need]))
+            data = bytes(view[self._need :])
+            out.append(b"".join(self._parts))
+            self._parts, self._need = [], 0
+            if not data:
+                return out
         buf = self._buf
         buf += data
-        out: list[bytes] = []
         pos = 0
         end = len(buf)
         while True:
@@ -352,7 +745,13 @@ class FrameBuffer:
                 pos += _HEADER
                 self._skip = size
                 continue
-            if end - pos - _HEADER < size:
+            have = end - pos - _HEADER
+            if have < size:
+                if size >= _COLLECT_BYTES:
+                    # Collect the rest as pieces (see _COLLECT_BYTES).
+                    self._parts = [bytes(buf[pos + _HEADER : end])]
+                    self._need = size - have
+                    pos = end
                 break
             out.append(bytes(buf[pos + _HEADER : pos + _HEADER + size]))
             pos += _HEADER + size
@@ -363,7 +762,7 @@ class FrameBuffer:
     @property
     def pending(self) -> int:
         """Bytes buffered towards an incomplete frame."""
-        return len(self._buf)
+        return len(self._buf) + sum(len(part) for part in self._parts)
 
 
 def sanitize_text(text: str) -> str:

@@ -2,7 +2,8 @@
 
 Defaults follow the reference runtime (reference.md §5): 60 s of busy compute, a 600 s
 wall-clock ceiling, 64 MiB of JSON-metered output, 512 MiB of memory. The rest are ours:
-the sub-call cap, the bridge frame cap and the number of warm workers kept ready.
+the sub-call cap, the argument-bytes budget, the nesting cap, the bridge frame cap and the
+number of warm workers kept ready.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     - ``max_output_bytes``: JSON bytes of the log array plus the value or diagnostic.
     - ``max_memory_bytes``: address-space limit of the worker process.
     - ``max_sub_calls``: binding calls one run may make.
+    - ``max_call_bytes``: JSON bytes of all binding-call arguments of one run; crossing it
+      ends the run (``call-bytes-limit``).
+    - ``max_nesting_depth``: how deep a value crossing the bridge (call arguments and
+      results, the completion value) may nest; checked while it is decoded, before any
+      work is done on it. 5,000-deep values are ordinary JSON and must keep working.
     - ``max_frame_bytes``: cap of one bridge frame; ``None`` derives it from
       ``max_output_bytes`` (+1 MiB).
     - ``pool_size``: warm workers kept ready.
@@ -37,6 +43,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_output_bytes: int = 64 * 2**20
     max_memory_bytes: int = 512 * 2**20
     max_sub_calls: int = 10_000
+    max_call_bytes: int = 64 * 2**20
+    max_nesting_depth: int = 10_000
     max_frame_bytes: int | None = None
     pool_size: int = 2
 
@@ -47,12 +55,21 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "max_output_bytes",
             "max_memory_bytes",
             "max_sub_calls",
+            "max_call_bytes",
+            "max_nesting_depth",
             "pool_size",
         ):
             _check_positive(key, getattr(self, key))
         if self.max_frame_bytes is not None:
             _check_positive("max_frame_bytes", self.max_frame_bytes)
-        for key in ("max_output_bytes", "max_memory_bytes", "max_sub_calls", "pool_size"):
+        for key in (
+            "max_output_bytes",
+            "max_memory_bytes",
+            "max_sub_calls",
+            "max_call_bytes",
+            "max_nesting_depth",
+            "pool_size",
+        ):
             if not isinstance(getattr(self, key), int):
                 raise ValueError(f"config.{key} must be an integer")
         if self.max_output_bytes < 4:

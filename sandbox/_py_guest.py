@@ -1,21 +1,26 @@
 """The Python guest: compile a program restricted, run it on an asyncio loop, report.
 
 ``serve(run, bridge, loop)`` is called in a locked-down worker with the ``run`` frame.
-The program sees its bindings (``tools``: attribute and subscript access, calls return
-opaque awaitables; ``ToolCallError``), restricted builtins and the allow-listed modules.
-Binding calls start when made, like a JS promise: their ``call`` frames leave as soon as
-the program yields to the loop (all calls of one step in one write) and resolve when the
-host's ``result`` frames arrive, in whatever order. ``print`` is coalesced into one log
-entry per line and each line is written to the host before ``print`` returns.
+The program sees its bindings (``tools``: attribute and subscript access; ``ToolCallError``),
+restricted builtins and the allow-listed modules (``asyncio`` is ``_py_asyncio``'s).
+Binding calls are coroutines, as in CPython: ``tools.x(args)`` does nothing until it is
+awaited, gathered or wrapped in a task; calls never started are summed up in one last
+log line. A started call's ``call`` frame leaves as soon as the program yields to the
+loop (all calls of one step in one write) and resolves when the host's ``result`` frame
+arrives, in whatever order. ``print`` is coalesced into one log entry per line and each
+line is written to the host before ``print`` returns.
 
-Limits are terminal: ``MemoryError`` and ``RecursionError`` end the run wherever they are
-caught (``_exc_guard_`` in every handler, a check on ``gather`` results), and the
-compute/wall budgets are enforced from outside by killing the process.
+Limits and guard denials are terminal: ``MemoryError`` (kind ``memory``),
+``RecursionError`` (``recursion``) and a refused access (``DeniedAccess``/``DeniedWrite``,
+kind ``forbidden``) end the run wherever they are caught (``_exc_guard_`` in every
+handler, a done-callback on every task, checks where asyncio hands exceptions back), and
+the compute/wall budgets are enforced from outside by killing the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import keyword
 import mmap
 import os
 import sys
@@ -39,19 +44,36 @@ from ._frames import (
     sanitize_text,
     truncate_to_json_length,
 )
-from ._py_builtins import make_builtins, make_guards
+from ._py_asyncio import make_asyncio
+from ._py_builtins import DeniedAccess, DeniedWrite, make_builtins, make_guards
 from ._py_objects import (
-    _Awaitable,
+    _BadArity,
     _error_class,
     _LineSink,
     _Lossy,
     _Namespace,
     _Printer,
     _Returned,
+    _ToolCall,
+    is_awaitable_value,
+    match_guard,
+    namedtuple_getattr,
+    own_getattr,
+    own_write,
+    program_delattr,
+    program_getattr,
+    program_hasattr,
+    program_setattr,
     to_json,
 )
-from ._py_policy import MAIN, SandboxPolicy
-from ._py_traceback import FILENAME, format_exception, format_policy_errors, format_syntax_error
+from ._py_policy import MAIN, TOP_LEVEL_YIELD, SandboxPolicy
+from ._py_traceback import (
+    FILENAME,
+    format_exception,
+    format_policy_errors,
+    format_syntax_error,
+    program_traceback,
+)
 from ._worker_bridge import WorkerBridge
 
 __all__ = ["compile_program", "serve", "warm", "warm_worker"]
@@ -59,11 +81,17 @@ __all__ = ["compile_program", "serve", "warm", "warm_worker"]
 _RECURSION_LIMIT = 1000
 _ARGS_LOSSY = "binding arguments must be lossless JSON"
 _VALUE_LOSSY = "program completion must be lossless JSON"
+_DENIALS = (DeniedAccess, DeniedWrite)
 _encode = encode_payload  # deep values are written iteratively (see _frames)
 
 
 def compile_program(source: str) -> Any:
-    """The code object of ``source`` (wrapped, restricted), or a formatted compile error."""
+    """The code object of ``source`` (wrapped, restricted), or ``(kind, message)``.
+
+    A program that does not parse is ``syntax``; one the policy refuses (dunders,
+    guard names, ``exec``...) is ``forbidden``, except a top-level ``yield``, which is
+    a plain syntax error.
+    """
     import ast
 
     lines = source.splitlines()
@@ -71,12 +99,51 @@ def compile_program(source: str) -> Any:
         tree = ast.parse(source, filename=FILENAME, mode="exec")
         result = compile_restricted_exec(tree, filename=FILENAME, policy=SandboxPolicy)
     except SyntaxError as exc:
-        return format_syntax_error(exc, lines)
+        return ("syntax", format_syntax_error(exc, lines))
     except (ValueError, RecursionError, MemoryError) as exc:
-        return f"SyntaxError: {exc}"
+        return ("syntax", f"SyntaxError: {exc}")
     if result.errors:
-        return format_policy_errors(list(result.errors), lines)
+        errors = list(result.errors)
+        kind = "syntax" if all(TOP_LEVEL_YIELD in e for e in errors) else "forbidden"
+        return (kind, format_policy_errors(errors, lines))
     return result.code
+
+
+def _label(global_name: str, name: str) -> str:
+    """How the program spells the call: ``tools.echo`` or ``tools["my-tool"]``."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return f"{global_name}.{name}"
+    return f"{global_name}[{msgspec.json.encode(name).decode()}]"
+
+
+# Values CPython itself refuses to change: ``t[0] = 1`` on a tuple is the program's
+# ordinary TypeError (catchable), not a guard denial.
+_IMMUTABLE = frozenset({tuple, str, bytes, frozenset, int, float, complex, bool, type(None), range})
+
+
+def _immutable_or(guard: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def write(obj: Any) -> Any:
+        if type(obj) in _IMMUTABLE:
+            return obj
+        if isinstance(obj, BaseException) and type(obj).__module__ == "builtins":
+            # ``e = ValueError(...); e.status = 404``: a built-in exception's own
+            # attributes hold nothing of the host's (``ToolCallError`` included).
+            return obj
+        return guard(obj)
+
+    return write
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """``exc`` and, for exception groups, every exception nested in it (iteratively)."""
+    out: list[BaseException] = []
+    todo = [exc]
+    while todo and len(out) < 10_000:
+        item = todo.pop()
+        out.append(item)
+        if isinstance(item, BaseExceptionGroup):
+            todo.extend(item.exceptions)
+    return out
 
 
 class _Run:
@@ -95,6 +162,9 @@ class _Run:
         self.log_overflow = False
         self.members: dict[type[Exception], str] = {}
         self.outbox: list[bytes] = []
+        # Tool calls created but not (yet) started, per label: summed up at the end.
+        self.unawaited: dict[str, int] = {}
+        self.terminating = False
         # Address space released before reporting a MemoryError so that the report can
         # allocate under RLIMIT_AS (an untouched mapping costs no page faults).
         self.reserve: mmap.mmap | None = mmap.mmap(-1, 4 << 20)
@@ -137,12 +207,24 @@ class _Run:
             self.bridge.send_raw(data)
 
     def finish(self, frame: DoneFrame) -> None:
-        self.sink.close()
+        self.close_logs()
         self.flush_calls()
         self.bridge.send(frame)
 
+    def close_logs(self) -> None:
+        """Ship the trailing partial line, then the never-awaited summary (if any)."""
+        self.sink.close()
+        pending = [(label, n) for label, n in self.unawaited.items() if n > 0]
+        self.unawaited.clear()
+        if pending:
+            total = sum(n for _, n in pending)
+            verb = "call was" if total == 1 else "calls were"
+            counts = ", ".join(f"{label} ×{n}" for label, n in pending)
+            self.emit_log(f"{total} tool {verb} never awaited: {counts}")
+
     def terminate(self, kind: str, message: str) -> NoReturn:
         """End the run now (limits are terminal): report and exit the process."""
+        self.terminating = True
         if self.reserve is not None:
             self.reserve.close()
             self.reserve = None
@@ -155,51 +237,98 @@ class _Run:
         return "memory limit exceeded (MemoryError)"
 
     def check_terminal(self, exc: BaseException | None) -> None:
-        if isinstance(exc, MemoryError):
-            self.terminate("memory", self.memory_message())
-        if isinstance(exc, RecursionError):
-            sys.setrecursionlimit(_RECURSION_LIMIT + 500)
-            self.terminate("exception", format_exception(exc, self.lines))
+        """End the run if ``exc`` (or one inside an exception group) is terminal."""
+        if exc is None:
+            return
+        for leaf in _leaves(exc) if isinstance(exc, BaseExceptionGroup) else (exc,):
+            if isinstance(leaf, MemoryError):
+                self.terminate("memory", self.memory_message())
+            if isinstance(leaf, RecursionError):
+                sys.setrecursionlimit(_RECURSION_LIMIT + 500)
+                self.terminating = True  # before rendering, which may run program code
+                self.terminate("recursion", self.describe(leaf))
+            if isinstance(leaf, _DENIALS):
+                self.terminating = True
+                self.terminate("forbidden", self.describe(leaf))
+
+    def on_task_done(self, task: asyncio.Future[Any]) -> None:
+        # Every task's outcome passes here, retrieved by the program or not: a denial
+        # or a limit inside a task nobody awaits still ends the run.
+        if not task.cancelled():
+            self.check_terminal(task.exception())
+
+    def task_factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        task.add_done_callback(self.on_task_done)
+        return task
 
     # -- bindings ---------------------------------------------------------------------
 
     def caller(
         self, global_name: str, names: list[str], error: type[Exception] | None
-    ) -> Callable[[str, Any], _Awaitable]:
+    ) -> Callable[[str, Any], _ToolCall]:
         known = frozenset(names)
+        available = ", ".join(names) or "(none)"
+        unawaited = self.unawaited
 
-        def call(name: str, payload: Any) -> _Awaitable:
+        def start(label: str, name: str, payload: Any) -> asyncio.Future[Any]:
+            unawaited[label] -= 1
             future: asyncio.Future[Any] = self.loop.create_future()
-            try:
-                if payload is _Lossy:
-                    raise _Lossy
-                args = to_json(payload)
-            except (_Lossy, RecursionError):
-                future.set_exception(TypeError(_ARGS_LOSSY))
-                return _Awaitable(future)
             if name not in known:
-                message = f'unknown binding "{global_name}.{name}"'
+                message = f"unknown tool {label}; available: {available}"
                 future.set_exception(self.failure(error, name, message, None))
-                return _Awaitable(future)
+                return future
+            try:
+                args = self.arguments(label, payload)
+            except TypeError as exc:
+                future.set_exception(exc)
+                return future
             call_id = self.next_id
             self.next_id += 1
             frame = CallFrame(id=call_id, global_name=global_name, name=name, args=args)
             try:
                 data = _encode(frame)
             except (msgspec.EncodeError, UnicodeEncodeError):
-                future.set_exception(TypeError(_ARGS_LOSSY))
-                return _Awaitable(future)
+                future.set_exception(
+                    TypeError(f"{_ARGS_LOSSY}: arguments hold a str that is not valid Unicode")
+                )
+                return future
             if len(data) > self.run.max_frame_bytes:
                 cap = self.run.max_frame_bytes
                 future.set_exception(
                     TypeError(f"binding arguments exceed the bridge frame limit ({cap} bytes)")
                 )
-                return _Awaitable(future)
+                return future
             self.pending[call_id] = (future, name, error)
             self.queue_call(len(data).to_bytes(4, "big") + data)
-            return _Awaitable(future)
+            return future
 
-        return call
+        labels = {name: _label(global_name, name) for name in names}
+
+        def make(name: str, payload: Any) -> _ToolCall:
+            label = labels.get(name) or _label(global_name, name)
+            unawaited[label] = unawaited.get(label, 0) + 1
+            return _ToolCall(start, label, name, payload)
+
+        return make
+
+    def arguments(self, label: str, payload: Any) -> Any:
+        """``payload`` as JSON, or a ``TypeError`` that names the path and the fix."""
+        if type(payload) is _BadArity:
+            raise TypeError(
+                f"{label}() takes one dict of arguments (or keyword arguments), "
+                f"got {payload.positional} positional"
+                + (" and keyword arguments" if payload.keywords else "")
+            )
+        try:
+            return to_json(payload)
+        except _Lossy as exc:
+            detail = exc.describe("arguments", "pass").replace("arguments at $", "arguments")
+            raise TypeError(f"{_ARGS_LOSSY}: {detail}") from None
+        except RecursionError:
+            raise TypeError(f"{_ARGS_LOSSY}: arguments nest too deeply") from None
 
     def failure(
         self, error: type[Exception] | None, name: str, message: str, code: str | None
@@ -221,38 +350,48 @@ class _Run:
         else:
             future.set_exception(self.failure(error, name, frame.message, frame.code))
 
-    # -- asyncio facade ---------------------------------------------------------------
-
-    def gather(self, *aws: Any, return_exceptions: bool = False) -> _Awaitable:
-        # Our awaitables wrap futures, which gather takes as they are (no task each).
-        unwrapped = [a._Awaitable__inner if type(a) is _Awaitable else a for a in aws]  # type: ignore[attr-defined]
-        inner = asyncio.gather(*unwrapped, return_exceptions=bool(return_exceptions))
-
-        def check(future: asyncio.Future[Any]) -> None:
-            if future.cancelled():
-                return
-            exc = future.exception()
-            self.check_terminal(exc)
-            if exc is None and return_exceptions:
-                for item in future.result():
-                    if isinstance(item, BaseException):
-                        self.check_terminal(item)
-
-        inner.add_done_callback(check)
-        return _Awaitable(inner)
-
-    def sleep(self, delay: Any, result: Any = None) -> _Awaitable:
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-            raise TypeError("sleep() delay must be a number")
-        return _Awaitable(asyncio.sleep(delay, result))
-
     # -- running ----------------------------------------------------------------------
+
+    def denying(self, guard: Callable[..., Any]) -> Callable[..., Any]:
+        """``guard`` that turns a denial into the end of the run (kind ``forbidden``)."""
+        deny = self.deny
+
+        def checked(*args: Any) -> Any:
+            try:
+                return guard(*args)
+            except _DENIALS as exc:
+                deny(exc)
+
+        return checked
+
+    def denying_getattr(self, guard: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """``denying`` for ``_getattr_``, the hottest guard: two arguments, no packing."""
+        deny = self.deny
+
+        def checked(obj: Any, name: Any) -> Any:
+            try:
+                return guard(obj, name)
+            except _DENIALS as exc:
+                deny(exc)
+
+        return checked
+
+    def deny(self, exc: BaseException) -> NoReturn:
+        # The exception has not reached a program frame yet: give it the program's
+        # stack so the report points at the line that made the access.
+        if self.terminating:
+            # Rendering the report ran program code (a ``__str__``) that was denied too:
+            # let the renderer's fallback take it instead of starting a second report.
+            raise exc
+        self.terminating = True
+        exc = exc.with_traceback(program_traceback(sys._getframe(2)))
+        self.terminate("forbidden", self.describe(exc))
 
     def exc_guard(self) -> None:
         self.check_terminal(sys.exc_info()[1])
 
     def build_globals(self) -> dict[str, Any]:
-        facade = _py_modules.ModuleProxy("asyncio", {"gather": self.gather, "sleep": self.sleep})
+        facade = make_asyncio(self.check_terminal)
         importer = _py_modules.make_importer({"asyncio": facade})
         printer = _Printer(self.sink)
         env = make_guards(
@@ -260,7 +399,29 @@ class _Run:
             exc_guard=self.exc_guard,
             returned=_Returned,
         )
-        env["__builtins__"] = make_builtins(importer)
+        env["_nt_getattr_"] = namedtuple_getattr
+        env["_match_guard_"] = match_guard
+        env["_own_getattr_"] = own_getattr
+        env["_own_write_"] = own_write
+        env["_write_"] = _immutable_or(env["_write_"])
+        builtins = make_builtins(importer)
+        builtins.update(
+            getattr=program_getattr,
+            hasattr=program_hasattr,
+            setattr=program_setattr,
+            delattr=program_delattr,
+        )
+        # A denial ends the run where it happens, before any handler -- the program's
+        # or a library's (a real ``getattr(x, name, default)`` or ``str()`` fallback
+        # around program code) -- can swallow it. ``hasattr`` stays a plain probe.
+        for table, names in (
+            (env, ("_write_", "_nt_getattr_", "_match_guard_", "_own_getattr_", "_own_write_")),
+            (builtins, ("getattr", "setattr", "delattr")),
+        ):
+            for name in names:
+                table[name] = self.denying(table[name])
+        env["_getattr_"] = self.denying_getattr(env["_getattr_"])
+        env["__builtins__"] = builtins
         for spec in self.run.bindings:
             if spec.global_name.startswith("_") or spec.global_name in env:
                 continue  # the host refuses these; never let one replace a guard
@@ -276,13 +437,15 @@ class _Run:
 
     def execute(self) -> None:
         code = compile_program(self.run.program)
-        if isinstance(code, str):
-            self.finish(DoneFrame(error=ErrorSpec(kind="exception", message=code)))
+        if isinstance(code, tuple):
+            kind, message = code
+            self.finish(DoneFrame(error=ErrorSpec(kind=kind, message=message)))
             return
         env = self.build_globals()
         exec(code, env)
         main = env[MAIN]
         self.bridge.attach(self.loop, self.on_result)
+        self.loop.set_task_factory(self.task_factory)  # type: ignore[arg-type]
         try:
             result = self.loop.run_until_complete(main())
         except BaseException as exc:
@@ -304,15 +467,31 @@ class _Run:
         try:
             value = to_json(result.value)
             data = _encode(DoneFrame(value=value))
-        except (_Lossy, RecursionError, msgspec.EncodeError, UnicodeEncodeError):
+        except _Lossy as exc:
+            if exc.path == "$" and is_awaitable_value(result.value):
+                detail = "the program returned a coroutine — did you forget await?"
+            else:
+                detail = exc.describe("the program's result", "return")
+                if exc.path == "$":
+                    detail = detail.replace("the program's result is", "the program returned", 1)
+            message = f"{_VALUE_LOSSY}: {detail}"
+            self.finish(DoneFrame(error=ErrorSpec(kind="invalid-output", message=message)))
+            return
+        except (RecursionError, msgspec.EncodeError, UnicodeEncodeError):
             self.finish(DoneFrame(error=ErrorSpec(kind="invalid-output", message=_VALUE_LOSSY)))
+            return
+        except Exception as exc:
+            # A container subclass of the program's raised while being read (``items``).
+            self.check_terminal(exc)
+            message = f"{_VALUE_LOSSY}: reading the result raised {self.describe(exc)}"
+            self.finish(DoneFrame(error=ErrorSpec(kind="invalid-output", message=message)))
             return
         if len(data) > self.run.max_frame_bytes:
             # Cannot cross the bridge (the default frame cap is the output cap + 1 MiB, so
             # it could not fit the ledger either); the host renders the diagnostic.
             self.finish(DoneFrame(error=ErrorSpec(kind="output-limit", message="")))
             return
-        self.sink.close()
+        self.close_logs()
         self.flush_calls()
         self.bridge.send_raw(len(data).to_bytes(4, "big") + data)
 
@@ -339,10 +518,12 @@ def warm() -> None:
         "print(f'{d}', [i for i in range(2)], '{0}'.format(1))\n"
         "async def f():\n    return await asyncio.sleep(0)\n"
         "try:\n    pass\nexcept Exception as e:\n    pass\n"
+        "try:\n    pass\nexcept* ValueError:\n    pass\n"
+        "match d:\n    case {'a': int(n)} if n:\n        pass\n    case P(x=0):\n        pass\n"
         "return json.dumps(d)\n"
     )
     code = compile_program(sample)
-    assert not isinstance(code, str), code
+    assert not isinstance(code, tuple), code
     loop = asyncio.new_event_loop()
     loop.run_until_complete(asyncio.sleep(0))
     loop.close()
@@ -365,7 +546,7 @@ def warm_worker(loop: asyncio.AbstractEventLoop) -> None:
     copies) a few megabytes of them. Doing that here keeps it off the run's latency.
     """
     code = compile_program(_WARM_PROGRAM)
-    assert not isinstance(code, str), code
+    assert not isinstance(code, tuple), code
     frame = RunFrame(
         guest="python", program=_WARM_PROGRAM, bindings=[], max_output_bytes=1 << 20,
         max_frame_bytes=1 << 20, max_sub_calls=1,

@@ -16,14 +16,31 @@ What changes relative to ``RestrictingNodeTransformer``:
   ``nonlocal x`` (top-level variables are locals of the wrapper function);
 - ``x.__class__.__name__`` becomes ``_typename_(x)``; ``__name__``, ``__qualname__``,
   ``__doc__``, ``__init__`` and ``__post_init__`` may be read as attributes;
-- every ``except`` handler, ``finally`` block and ``__exit__`` method starts with
-  ``_exc_guard_()``, which ends the run if the caught exception is a ``MemoryError`` or
-  ``RecursionError``: those limits are terminal, never caught.
+- every ``except`` (and ``except*``) handler, ``finally`` block and ``__exit__`` method
+  starts with ``_exc_guard_()``, which ends the run if the caught exception is a
+  ``MemoryError``, a ``RecursionError`` or a guard denial: those are terminal, never
+  caught;
+- ``try``/``except*`` is allowed (the handlers are guarded like any other);
+- ``self._x`` (a single-underscore, unmangled name) compiles to ``_own_getattr_`` /
+  ``_own_write_``, which allow it on the program's own objects only: its functions, and
+  classes (and their instances) whose bases are the program's own or built-in types, so
+  a library object's private state (``random._os``, a ``Queue`` subclass's ``_loop``)
+  stays out of reach;
+- namedtuple's public API (``p._asdict()``, ``p._replace(...)``, ``P._fields``,
+  ``P._make(...)``, ``P._field_defaults``) compiles to ``_nt_getattr_``, which serves
+  those names on namedtuples only;
+- ``match`` statements are allowed. Patterns are checked, not rewritten (the compiler
+  accepts only names and dotted names there): capture names follow the variable rules,
+  dotted names and class-pattern keywords the attribute rules. A case whose pattern has
+  a class pattern gets a guard ``_match_guard_(...)`` that checks, before the body runs,
+  the attribute names the positional sub-patterns read (``__match_args__``) and the
+  values the case captured, exactly as ``_getattr_`` would.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from typing import Any
 
@@ -34,9 +51,20 @@ from RestrictedPython.transformer import (
     copy_locations,
 )
 
-__all__ = ["MAIN", "READABLE_DUNDERS", "SandboxPolicy"]
+__all__ = [
+    "MAIN",
+    "NAMEDTUPLE_API",
+    "READABLE_DUNDERS",
+    "TOP_LEVEL_YIELD",
+    "SandboxPolicy",
+    "is_own_attribute",
+]
 
 MAIN = "__codemode_program__"
+
+TOP_LEVEL_YIELD = "'yield' is not allowed at the top level of the program"
+
+NAMEDTUPLE_API = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
 
 READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__init__", "__post_init__"})
 
@@ -61,6 +89,22 @@ def _is_helper_name(name: str) -> bool:
         and not name.endswith("_")
         and name != "_print"
         and not _TMP.match(name)
+    )
+
+
+def is_own_attribute(name: str) -> bool:
+    """``_x``: a private attribute name a program may use on its own objects.
+
+    Not dunders, not guard-like names (``_x_``), not name-mangled slots (``_C__x``) and
+    not namedtuple's API (served by ``_nt_getattr_``); ``_own_getattr_`` and
+    ``_own_write_`` decide at run time whose object it is.
+    """
+    return (
+        name.startswith("_")
+        and name != "_"
+        and _is_helper_name(name)
+        and "__" not in name
+        and name not in NAMEDTUPLE_API
     )
 
 
@@ -186,7 +230,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
         for stmt in node.body:
             scope.visit(stmt)
         for found in scope.yields:
-            self.error(found, "'yield' is not allowed at the top level of the program")
+            self.error(found, TOP_LEVEL_YIELD)
         node.body = [stmt for stmt in node.body if not isinstance(stmt, ast.Global)]
         converter = _GlobalToNonlocal(scope.bound)
         for stmt in node.body:
@@ -274,11 +318,21 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 copy_locations(new, node)
                 copy_locations(new.func, node)
                 return new
-            if node.attr in READABLE_DUNDERS:
-                new = _call("_getattr_", self.visit(value), ast.Constant(node.attr))
+            if node.attr in READABLE_DUNDERS or node.attr in NAMEDTUPLE_API:
+                guard = "_getattr_" if node.attr in READABLE_DUNDERS else "_nt_getattr_"
+                new = _call(guard, self.visit(value), ast.Constant(node.attr))
                 copy_locations(new, node)
                 copy_locations(new.func, node)
                 return new
+        if is_own_attribute(node.attr):
+            if isinstance(node.ctx, ast.Load):
+                new = _call("_own_getattr_", self.visit(node.value), ast.Constant(node.attr))
+                copy_locations(new, node)
+                copy_locations(new.func, node)
+                return new
+            # ``self._x = v`` / ``del self._x``: only on the program's own objects.
+            node.value = copy_locations_call(_call("_own_write_", self.visit(node.value)), node)
+            return node
         return super().visit_Attribute(node)
 
     # -- augmented assignment on items and attributes ---------------------------------
@@ -310,16 +364,18 @@ class SandboxPolicy(RestrictingNodeTransformer):
             ]
         elif isinstance(target, ast.Attribute):
             attr = target.attr
-            if attr.startswith("_") or attr in INSPECT_ATTRIBUTES:
+            own = is_own_attribute(attr)
+            if (attr.startswith("_") and not own) or attr in INSPECT_ATTRIBUTES:
                 self.error(
                     node, f'"{attr}" is an invalid attribute name because it starts with "_".'
                 )
                 return node
             obj = self.visit(target.value)
             value = self.visit(node.value)
-            current = _call("_getattr_", _name(obj_tmp), ast.Constant(attr))
+            read, write = ("_own_getattr_", "_own_write_") if own else ("_getattr_", "_write_")
+            current = _call(read, _name(obj_tmp), ast.Constant(attr))
             store = ast.Attribute(  # type: ignore[assignment]
-                value=_call("_write_", _name(obj_tmp)), attr=attr, ctx=ast.Store()
+                value=_call(write, _name(obj_tmp)), attr=attr, ctx=ast.Store()
             )
             stmts = [ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj)]
         else:  # pragma: no cover - the grammar allows nothing else
@@ -352,3 +408,87 @@ class SandboxPolicy(RestrictingNodeTransformer):
         if node.finalbody:
             node.finalbody.insert(0, self._exc_guard(node.finalbody[0]))
         return node
+
+    def visit_TryStar(self, node: ast.AST) -> Any:
+        # RestrictedPython refuses ``except*`` wholesale; its handlers are ordinary
+        # ``ExceptHandler`` nodes (guarded above) and the groups they bind expose only
+        # public attributes, which go through ``_getattr_`` like any other.
+        node = self.node_contents_visit(node)
+        finalbody = node.finalbody  # type: ignore[attr-defined]
+        if finalbody:
+            finalbody.insert(0, self._exc_guard(finalbody[0]))
+        return node
+
+    # -- match statements ---------------------------------------------------------------
+
+    def visit_Match(self, node: ast.Match) -> Any:
+        node.subject = self.visit(node.subject)
+        node.cases = [self.visit_match_case(case) for case in node.cases]
+        return node
+
+    def visit_match_case(self, node: ast.match_case) -> Any:
+        classes: list[ast.MatchClass] = []
+        captures: list[str] = []
+        self._check_pattern(node.pattern, classes, captures)
+        guard = self.visit(node.guard) if node.guard is not None else None
+        if classes:
+            specs = [
+                ast.Tuple(
+                    elts=[self.visit(copy.deepcopy(cls.cls)), ast.Constant(len(cls.patterns))],
+                    ctx=ast.Load(),
+                )
+                for cls in classes
+            ]
+            values = [_name(name) for name in dict.fromkeys(captures)]
+            check: ast.expr = _call(
+                "_match_guard_",
+                ast.Tuple(elts=specs, ctx=ast.Load()),  # type: ignore[arg-type]
+                ast.Tuple(elts=values, ctx=ast.Load()),  # type: ignore[arg-type]
+            )
+            if guard is not None:
+                check = ast.BoolOp(op=ast.And(), values=[check, guard])
+            for child in ast.walk(check):
+                if "lineno" in child._attributes:
+                    ast.copy_location(child, node.pattern)
+            guard = check
+        node.guard = guard
+        node.body = [self.visit(stmt) for stmt in node.body]
+        node.body = [
+            item for stmt in node.body for item in (stmt if isinstance(stmt, list) else [stmt])
+        ]
+        return node
+
+    def _check_dotted(self, node: ast.expr) -> None:
+        """A value or class in a pattern: a name or a dotted name, with legal parts."""
+        while isinstance(node, ast.Attribute):
+            self._check_attr(node, node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            self.check_name(node, node.id)
+
+    def _check_attr(self, node: ast.AST, attr: str) -> None:
+        if attr.startswith("_") and attr != "_":
+            self.error(node, f'"{attr}" is an invalid attribute name because it starts with "_".')
+        elif attr in INSPECT_ATTRIBUTES:
+            self.error(node, f'"{attr}" is a restricted name that programs may not access')
+
+    def _check_pattern(
+        self, pattern: ast.pattern, classes: list[ast.MatchClass], captures: list[str]
+    ) -> None:
+        for node in ast.walk(pattern):
+            if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name is not None:
+                self.check_name(node, node.name)
+                captures.append(node.name)
+            elif isinstance(node, ast.MatchMapping):
+                if node.rest is not None:
+                    self.check_name(node, node.rest)
+                    captures.append(node.rest)
+                for key in node.keys:
+                    self._check_dotted(key)
+            elif isinstance(node, ast.MatchValue):
+                self._check_dotted(node.value)
+            elif isinstance(node, ast.MatchClass):
+                self._check_dotted(node.cls)
+                for attr in node.kwd_attrs:
+                    self._check_attr(node, attr)
+                classes.append(node)

@@ -23,11 +23,18 @@ CPython's separators. Compile errors read::
 from __future__ import annotations
 
 import re
+import types
 from typing import Any
 
 from ._py_policy import MAIN
 
-__all__ = ["FILENAME", "format_exception", "format_policy_errors", "format_syntax_error"]
+__all__ = [
+    "FILENAME",
+    "format_exception",
+    "format_policy_errors",
+    "format_syntax_error",
+    "program_traceback",
+]
 
 FILENAME = "<program>"
 
@@ -100,6 +107,20 @@ def _format_single(exc: BaseException, lines: list[str]) -> list[str]:
             out.append(f"  [Previous line repeated {repeats - _REPEAT + 1} more times]")
     out.append(_exception_line(exc))
     return out
+
+
+def program_traceback(frame: types.FrameType | None) -> types.TracebackType | None:
+    """A traceback of the program's frames on the stack from ``frame`` outwards.
+
+    For an exception caught before it reached program code (a guard denial), so that
+    its report shows the program lines that led to it, outermost first.
+    """
+    tb: types.TracebackType | None = None
+    while frame is not None:
+        if frame.f_code.co_filename == FILENAME:
+            tb = types.TracebackType(tb, frame, frame.f_lasti, frame.f_lineno)
+        frame = frame.f_back
+    return tb
 
 
 def format_exception(exc: BaseException, lines: list[str]) -> str:

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import platform
 import struct
+from typing import Any
 
-__all__ = ["SeccompUnavailable", "build_filter", "install_filter"]
+__all__ = ["SeccompUnavailable", "build_filter", "install_filter", "packed_filter", "prepare"]
 
 
 class SeccompUnavailable(RuntimeError):
@@ -310,18 +312,54 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+@functools.cache
+def _template() -> tuple[bytes, tuple[int, ...]]:
+    """The packed program for this machine and the byte offsets of its pid constants.
+
+    Building and packing the program costs a fresh worker a few hundred microseconds
+    (and a dlopen more), so the fork server does it once (``prepare``) and each worker
+    only patches its pid in. The pid slots are found by building for two pids.
+    """
+    a, b = build_filter(0), build_filter(1)
+    slots = tuple(i * 8 + 4 for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    return b"".join(struct.pack("=HBBI", *insn) for insn in a), slots
+
+
+@functools.cache
+def _prctl() -> Any:
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return prctl
+
+
+def prepare() -> None:
+    """Build what ``install_filter`` needs ahead of the fork (called in the fork server).
+
+    Raises ``SeccompUnavailable`` on an unsupported architecture (``install_filter``
+    then raises it again in each worker, which reports it as a note).
+    """
+    _prctl()
+    _template()
+
+
+def packed_filter(pid: int) -> bytes:
+    """``build_filter(pid)`` packed as ``struct sock_filter`` array, from the template."""
+    template, slots = _template()
+    raw = bytearray(template)
+    for offset in slots:
+        struct.pack_into("=I", raw, offset, pid & 0xFFFFFFFF)
+    return bytes(raw)
+
+
 def install_filter(pid: int) -> None:
     """Set ``no_new_privs`` and install the filter on the calling (single-threaded) process.
 
     Raises ``SeccompUnavailable`` when the kernel refuses.
     """
-    prog = build_filter(pid)
-    raw = b"".join(struct.pack("=HBBI", *insn) for insn in prog)
+    raw = packed_filter(pid)
     buf = ctypes.create_string_buffer(raw, len(raw))
-    fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fprog = _SockFprog(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    prctl = _prctl()
     if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise SeccompUnavailable(f"prctl(PR_SET_NO_NEW_PRIVS) failed: {errno.errorcode.get(err)}")

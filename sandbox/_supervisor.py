@@ -17,11 +17,23 @@ Terminal events and their results:
   the logs of the slice it interrupts) normally comes first and the kill is a backstop;
 - wall clock: ``timeout`` -- ``wall-clock ceiling reached (<maxWallMs>ms)``;
 - log ledger overflow, or a value/diagnostic that does not fit: ``output-limit``;
-- more calls than ``max_sub_calls``: ``exception`` -- ``sub-call limit reached (<n>)``;
+- more calls than ``max_sub_calls``: ``sub-call-limit`` -- ``sub-call limit reached (<n>
+  calls per run)``;
+- call arguments of more JSON bytes in all than ``max_call_bytes``: ``call-bytes-limit``
+  -- ``call-bytes limit reached (<n> argument bytes per run)``; the call that crosses the
+  budget is not dispatched (the bytes are the call frame's, less its envelope: what the
+  guest sent, so whitespace or unknown keys can only count against it);
+- a completion value nested deeper than ``max_nesting_depth``: ``invalid-output`` --
+  ``program completion nests deeper than <n> levels``;
 - the abort signal: ``abort`` -- ``str(reason)``; runtime disposal: ``runtime disposed``;
 - the bridge closing before ``done``: ``worker-exit`` -- ``worker exited with code <n>
   before completing`` (``timeout`` when the kernel's CPU rlimit fired, ``memory`` when the
   worker died near its memory limit).
+
+Not terminal: a call whose arguments nest deeper than ``max_nesting_depth`` fails alone
+with ``INVALID_ARGS`` (``arguments nest deeper than 10,000 levels``) before it reaches a
+binding (the bridge never built the value); a binding result nested deeper fails its call
+(``binding result nests deeper than ...``).
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import deque
 from typing import Any
 
 import anyio
@@ -46,8 +59,11 @@ from ._frames import (
     DoneFrame,
     ErrorClassSpec,
     LogFrame,
+    NestingError,
     ResultFrame,
     RunFrame,
+    TooDeep,
+    encode_payload,
     json_string_length,
     sanitize_text,
 )
@@ -63,6 +79,12 @@ _GUEST_ERROR_KINDS = frozenset(
     {"exception", "invalid-output", "memory", "worker-exit", "syntax", "forbidden", "recursion"}
 )
 _MAX_ID = 2**53
+# Calls relayed at once. Beyond this they wait in a queue instead of each holding a task:
+# a storm of 10,000 calls would otherwise be 10,000 tasks, all woken in one event-loop
+# iteration when the run settles (a stall of hundreds of ms), and every full garbage
+# collection walks them all. Far above any sensible parallel-call cap (the engine's
+# default is 10), so no program sees fewer concurrent calls than it asks for in practice.
+_MAX_RELAYS = 512
 _NO_REASON = "This operation was aborted"
 
 
@@ -106,8 +128,11 @@ class Session:
         self.worker: Worker | None = None
         self.bridge: HostBridge | None = None
         self.calls = 0
+        self.call_bytes = 0
         self.dropped = 0
         self._seen_ids: set[int] = set()
+        self._queued: deque[CallFrame] = deque()
+        self._relays = 0
         self._outcome: _Outcome | None = None
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -165,7 +190,12 @@ class Session:
             worker.kill()
             return
         assert self._tg is not None
-        self.bridge = bridge = HostBridge(worker, self.limits.frame_bytes, self._tg.start_soon)
+        self.bridge = bridge = HostBridge(
+            worker,
+            self.limits.frame_bytes,
+            self._tg.start_soon,
+            max_depth=self.limits.max_nesting_depth,
+        )
         baseline = _cpu_ns(worker.pid)
         self._tg.start_soon(self._watchdog, worker.pid, baseline or 0)
         self._tg.start_soon(self._read, bridge)
@@ -212,14 +242,14 @@ class Session:
         return f"compute budget exhausted ({_ms(self.limits.compute_ms)}ms busy)"
 
     async def _read(self, bridge: HostBridge) -> None:
-        def on_frame(frame: HostFrame) -> None:
+        def on_frame(frame: HostFrame, size: int) -> None:
             if self._outcome is not None:
                 return  # settled: the rest of the stream is moot
             if isinstance(frame, LogFrame):
                 if not self.ledger.add_log(frame.text):
                     self.settle("output-limit", self.ledger.message)
             elif isinstance(frame, CallFrame):
-                self._on_call(bridge, frame)
+                self._on_call(bridge, frame, size)
             else:
                 self._on_done(bridge, frame)
 
@@ -227,19 +257,43 @@ class Session:
         if self._outcome is None:
             await self._on_eof()
 
-    def _on_call(self, bridge: HostBridge, frame: CallFrame) -> None:
+    def _on_call(self, bridge: HostBridge, frame: CallFrame, size: int) -> None:
         if not 0 <= frame.id < _MAX_ID or frame.id in self._seen_ids:
             bridge.count_drop()
             return
         self._seen_ids.add(frame.id)
         self.calls += 1
-        if self.calls > self.limits.max_sub_calls:
+        limits = self.limits
+        if self.calls > limits.max_sub_calls:
             self.settle(
-                "exception", f"sub-call limit reached ({self.limits.max_sub_calls} calls per run)"
+                "sub-call-limit", f"sub-call limit reached ({limits.max_sub_calls} calls per run)"
             )
             return
-        assert self._tg is not None
-        self._tg.start_soon(self._relay, bridge, frame)
+        self.call_bytes += _args_bytes(frame, size)
+        if self.call_bytes > limits.max_call_bytes:
+            self.settle(
+                "call-bytes-limit",
+                f"call-bytes limit reached ({limits.max_call_bytes} argument bytes per run)",
+            )
+            return
+        if isinstance(frame.args, TooDeep):
+            # Refused before any work: the bridge skipped the value instead of building it.
+            message = f"arguments nest deeper than {frame.args.limit:,} levels"
+            bridge.send(ResultFrame(id=frame.id, ok=False, message=message, code="INVALID_ARGS"))
+            return
+        self._queued.append(frame)
+        if self._relays < _MAX_RELAYS:
+            self._relays += 1
+            assert self._tg is not None
+            self._tg.start_soon(self._relay_queued, bridge)
+
+    async def _relay_queued(self, bridge: HostBridge) -> None:
+        """Relay queued calls until none is left (one of at most ``_MAX_RELAYS`` tasks)."""
+        try:
+            while self._queued and self._outcome is None:
+                await self._relay(bridge, self._queued.popleft())
+        finally:
+            self._relays -= 1
 
     async def _relay(self, bridge: HostBridge, frame: CallFrame) -> None:
         functions = self._functions.get(frame.global_name)
@@ -265,7 +319,12 @@ class Session:
                     reply = ResultFrame(id=frame.id, ok=False, message=message)
         if self._outcome is not None:
             return
-        if not bridge.send(reply):
+        try:
+            sent = bridge.send(reply)
+        except NestingError as exc:
+            message = f"binding result nests deeper than {exc.limit:,} levels"
+            sent = bridge.send(ResultFrame(id=frame.id, ok=False, message=message))
+        if not sent:
             limit = self.limits.frame_bytes
             message = f"binding result exceeds the bridge frame limit ({limit} bytes)"
             bridge.send(ResultFrame(id=frame.id, ok=False, message=message))
@@ -289,6 +348,11 @@ class Session:
             return
         if frame.value is msgspec.UNSET:
             self.settle("ok")
+        elif isinstance(frame.value, TooDeep):
+            self.settle(
+                "invalid-output",
+                f"program completion nests deeper than {frame.value.limit:,} levels",
+            )
         elif is_lossless(frame.value):
             self.settle("ok", value=frame.value)
         else:
@@ -332,6 +396,12 @@ class Session:
         if outcome.kind != "output-limit" and not self.ledger.fits(json_string_length(message)):
             return CodeRunResult(logs=logs, error=CodeRunError("output-limit", self.ledger.message))
         return CodeRunResult(logs=logs, error=CodeRunError(outcome.kind, message))
+
+
+def _args_bytes(frame: CallFrame, size: int) -> int:
+    """JSON bytes of a call's arguments: its payload less the envelope around ``args``."""
+    envelope = len(encode_payload(msgspec.structs.replace(frame, args=None))) - len(b"null")
+    return max(size - envelope, 0)
 
 
 def _cpu_ns(pid: int) -> int | None:

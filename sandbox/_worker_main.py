@@ -4,8 +4,11 @@
    (so the supervisor can kill the whole process group); empty environment, stdio on
    /dev/null, cwd in an empty read-only directory.
 2. Create the guest's event loop (it needs a socketpair, which seccomp forbids later).
-3. Lock down (rlimits, privileges, parent-death signal, seccomp) and report ``ready``.
-4. Wait for the ``run`` frame, hand it to the guest module it names, and exit.
+3. Set the rlimits and run the guests' per-worker warm-up (trusted code: it runs no
+   program, but may still read files, e.g. ``/proc/self/statm``).
+4. Lock down: enter the empty private root, drop privileges, parent-death signal,
+   Landlock, seccomp; report ``ready``. From here on no host file is reachable.
+5. Wait for the ``run`` frame, hand it to the guest module it names, and exit.
 
 The worker is generic: the guest kind comes from the ``run`` frame and must be one of
 the guest modules the fork server was started with.
@@ -32,7 +35,8 @@ _MAX_FD = 1 << 20
 def worker_main(
     bridge_fd: int,
     spec: _boundary.BoundarySpec,
-    workdir: str,
+    root_fd: int,
+    private_root: bool,
     parent_pid: int,
     guests: dict[str, str],
     max_frame_bytes: int,
@@ -42,15 +46,18 @@ def worker_main(
     code = 0
     bridge: WorkerBridge | None = None
     try:
+        # Into the server's empty directory (its private root, when it has one) by
+        # descriptor, before that descriptor is closed with the rest.
+        os.fchdir(root_fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.closerange(3, bridge_fd)
         os.closerange(bridge_fd + 1, _MAX_FD)
         os.setsid()
-        _boundary.prepare(workdir)
+        _boundary.prepare()
         sock = socket.socket(fileno=bridge_fd)
         loop = asyncio.new_event_loop()
-        notes = _boundary.lock_down(spec, parent_pid)
+        notes = _boundary.apply_limits(spec)
         for module_name in sorted(set(guests.values())):
             warm = getattr(importlib.import_module(module_name), "warm_worker", None)
             if callable(warm):
@@ -59,6 +66,7 @@ def worker_main(
                     warm(loop)
                 else:
                     warm(loop, options)
+        notes += _boundary.lock_down(spec, parent_pid, private_root)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
         run = bridge.read_run()

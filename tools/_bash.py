@@ -1,5 +1,9 @@
 """``bash``: one ``bash -c`` process per call (tool-outputs.md §8).
 
+Every failure is a ``BashError`` with a stable ``BASH_*`` code (or a coded ``JobError``,
+``FsError`` or ``AbortError``); see ``_process``, ``_launcher`` and ``_cgroup`` for how a
+call's processes are contained and killed.
+
 Foreground calls keep the last 64,000 bytes of each stream in memory and, once a stream
 outgrows that, the whole stream in a spill file under the runtime-owned output directory
 (dropped past 64 MiB). ``run_in_background`` hands the same process to the ``JobManager``.
@@ -19,6 +23,7 @@ from engine import AbortError, ToolDefinition, ToolOutput, text
 from ._catalog import catalog_entry, define_catalog_tool
 from ._common import arg, is_blank, result_parts, text_of
 from ._config import ToolsConfig, ensure_private_dir
+from ._errors import BashError, FsError
 from ._jobs import Job
 from ._process import BashProcess, signal_name
 from ._text import js_json, utf8_tail
@@ -62,6 +67,7 @@ _OUTPUT_SCHEMA = {
         },
     ]
 }
+_BAD_WORKDIR = "BASH_INVALID_WORKDIR"
 _MARKER = re.compile(r"\n\[(killed by signal|exit code): ([^\]\n]+)\]$")
 
 
@@ -169,14 +175,25 @@ def _workdir(cfg: ToolsConfig, args: Any) -> str:
     if raw is None:
         return cfg.workspace.root
     if is_blank(raw):
-        raise ValueError("invalid workdir: expected a non-empty string")
-    resolved = cfg.workspace.resolve(raw, write=True)
+        raise BashError("invalid workdir: expected a non-empty string", _BAD_WORKDIR)
+    try:
+        resolved = cfg.workspace.resolve(raw, write=True)
+    except FsError as exc:
+        # A malformed path (a NUL character) is a bad argument of this tool; confinement
+        # refusals keep their FS_* code.
+        if exc.code != "FS_INVALID_PATH":
+            raise
+        raise BashError(f"invalid workdir: {exc}", _BAD_WORKDIR) from None
+    except ValueError as exc:
+        raise BashError(f"invalid workdir: {exc}", _BAD_WORKDIR) from None
     try:
         st = os.stat(resolved.real)
     except OSError:
-        raise ValueError(f'invalid workdir: "{resolved.display}" does not exist') from None
+        raise BashError(
+            f'invalid workdir: "{resolved.display}" does not exist', _BAD_WORKDIR
+        ) from None
     if not stat_mod.S_ISDIR(st.st_mode):
-        raise ValueError(f'invalid workdir: "{resolved.display}" is not a directory')
+        raise BashError(f'invalid workdir: "{resolved.display}" is not a directory', _BAD_WORKDIR)
     return resolved.real
 
 
@@ -226,9 +243,10 @@ async def _foreground(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str, timeout_m
 def _background(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
     jobs = cfg.jobs
     if jobs is None:
-        raise RuntimeError(
+        raise BashError(
             "background jobs unavailable: no JobManager is configured "
-            "(pass jobs=JobManager() to tools.default_tools)"
+            "(pass jobs=JobManager() to tools.default_tools)",
+            "BASH_JOBS_UNAVAILABLE",
         )
     command = args["command"]
 
@@ -266,13 +284,16 @@ def build_bash(cfg: ToolsConfig) -> ToolDefinition:
 
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["command"]):
-            raise ValueError("invalid command: expected a non-empty string")
+            raise BashError("invalid command: expected a non-empty string", "BASH_INVALID_COMMAND")
         if is_blank(args["description"]):
-            raise ValueError("invalid description: expected a non-empty string")
+            raise BashError(
+                "invalid description: expected a non-empty string", "BASH_INVALID_DESCRIPTION"
+            )
         requested = arg(args, "timeoutMs")
         if requested is not None and not (requested > 0 and requested != float("inf")):
-            raise ValueError(
-                f"invalid timeoutMs: expected a positive number, got {js_json(requested)}"
+            raise BashError(
+                f"invalid timeoutMs: expected a positive number, got {js_json(requested)}",
+                "BASH_INVALID_TIMEOUT",
             )
         cwd = _workdir(cfg, args)
         if arg(args, "run_in_background") is True:

@@ -42,6 +42,10 @@ class ToolsConfig:
     fs_policy: FsObservationPolicy | None = None
     jobs: JobManager | None = None
     attachments: AttachmentStore | None = None
+    # file tools: the largest file a write/edit/str_replace_editor may produce or load, and
+    # whether regular files with more than one hard link may be read or replaced
+    max_result_bytes: int = 16 * 1024 * 1024
+    allow_hardlinks: bool = False
     # read (tool-outputs.md §1)
     read_limit: int = 2000
     read_max_line_length: int = 2000

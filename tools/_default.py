@@ -10,8 +10,9 @@ from engine import ToolDefinition
 from engine.policies import LocalSpillStore
 
 from ._bash import build_bash
-from ._config import ToolsConfig, runtime_dir
+from ._config import ToolsConfig, ensure_private_dir, runtime_dir
 from ._editor import build_str_replace_editor
+from ._errors import FsError
 from ._glob import build_glob
 from ._grep import build_grep
 from ._images import MemoryAttachmentStore, build_read_image
@@ -55,6 +56,8 @@ def default_tools(
     glob_max_results: int = 100,
     grep_max_matches: int = 250,
     editor_max_output_chars: int = 16000,
+    max_result_bytes: int = 16 * 1024 * 1024,
+    allow_hardlinks: bool = False,
 ) -> list[ToolDefinition]:
     """The first-party tools, named as in the catalog, bound to ``workspace``.
 
@@ -66,7 +69,8 @@ def default_tools(
       the same instance on the runtime to enforce read-before-write.
     - ``jobs``: a running ``JobManager`` (``async with JobManager() as jobs``) for
       ``bash``'s ``run_in_background`` and the ``job_*`` tools; without one, background
-      runs fail and the job list is empty.
+      runs fail and the job list is empty. Its output directory must be out of the file
+      tools' reach (``ValueError`` otherwise): job output is private to its owner.
     - ``spill_store``: where capped ``glob``/``grep`` results are saved in full (default: a
       ``LocalSpillStore`` under ``output_dir``).
     - ``output_dir``: the runtime-owned directory (outside the workspace) for spills and
@@ -81,6 +85,12 @@ def default_tools(
     - ``attachments``: where ``read_image`` stores images (default in memory).
     - ``read_limit``, ``glob_max_results``, ``grep_max_matches``, ``editor_max_output_chars``:
       the inline caps (their defaults reproduce the catalog descriptions exactly).
+    - ``max_result_bytes``: the largest file ``write``, ``edit`` and ``str_replace_editor``
+      may produce (or load to edit/view); larger results are refused with ``FS_TOO_LARGE``
+      before they are built.
+    - ``allow_hardlinks``: let the file tools read and replace regular files with more than
+      one hard link (refused by default: such a file may be another name of a file outside
+      the workspace).
     """
     space = Workspace(workspace)
     out_dir = (
@@ -111,6 +121,8 @@ def default_tools(
         glob_max_results=_positive("glob_max_results", glob_max_results),
         grep_max_matches=_positive("grep_max_matches", grep_max_matches),
         editor_max_output_chars=_positive("editor_max_output_chars", editor_max_output_chars),
+        max_result_bytes=_positive("max_result_bytes", max_result_bytes),
+        allow_hardlinks=bool(allow_hardlinks),
     )
     # Results report paths in these runtime-owned directories; let reads follow them.
     space.allow_reads_under(out_dir)
@@ -118,7 +130,17 @@ def default_tools(
     if spill_dir is not None:
         space.allow_reads_under(os.fspath(spill_dir))
     if jobs is not None:
-        space.allow_reads_under(jobs.output_dir)
+        # Job output is private to its owner: no file tool may reach it, by any path. Probe
+        # with the (existing) directory itself, as a read tool would resolve it.
+        try:
+            space.resolve(ensure_private_dir(jobs.output_dir))
+        except (FsError, ValueError):
+            pass
+        else:
+            raise ValueError(
+                f"the JobManager's output_dir {jobs.output_dir} is within the file tools' reach "
+                "(the workspace or a readable runtime directory); job output must stay private"
+            )
     if fs_policy is not None:
         fs_policy.bind(space)
     tools = [build_read(cfg), build_write(cfg), build_edit(cfg)]

@@ -4,22 +4,49 @@
 
     engine.HarnessError
     ├── FsError        FS_* codes (read, write, edit, str_replace_editor, read_image, paths)
-    └── SearchError    SEARCH_* codes (glob, grep)
+    ├── SearchError    SEARCH_* codes (glob, grep)
+    ├── BashError      BASH_* codes (bash)
+    └── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
 
-Argument problems the input schema cannot express (blank strings, non-integers) are raised as
-plain ``ValueError``s so that, as in the reference, their failures carry no ``error.info``.
+Every failure a first-party tool raises carries one of these, so hosts can branch on a
+stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
+cannot express (blank strings, non-integers) keep the reference's message text and carry
+``FS_INVALID_ARGS`` / ``SEARCH_INVALID_ARGS``.
+
+FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORKSPACE``,
+``FS_NOT_FOUND``, ``FS_NOT_REGULAR_FILE`` (directory, FIFO, socket, device),
+``FS_HARDLINKED`` (a regular file with more than one link), ``FS_NOT_TEXT``,
+``FS_TOO_LARGE`` (an input or a result over a configured cap), ``FS_NOT_OBSERVED`` and
+``FS_STALE_VERSION`` (read-before-write), ``FS_EDIT_NOT_FOUND``, ``FS_AMBIGUOUS_EDIT``,
+``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call),
+``FS_IO_ERROR`` (any other operating-system error, its text in the message), ``FS_ABORTED``.
+BASH and JOB codes are listed in ``tools/_bash.py`` and ``tools/_jobs.py``.
 """
 
 from __future__ import annotations
 
 from engine import HarnessError
 
-__all__ = ["FsError", "SearchError"]
+__all__ = ["BashError", "FsError", "JobError", "SearchError", "io_error"]
 
 
 class FsError(HarnessError):
-    """A filesystem failure; ``code`` is one of the reference's ``FS_*`` codes."""
+    """A filesystem failure; ``code`` is one of the ``FS_*`` codes above."""
 
 
 class SearchError(HarnessError):
     """A glob/grep failure; ``code`` is one of the reference's ``SEARCH_*`` codes."""
+
+
+class BashError(HarnessError):
+    """A ``bash`` failure; ``code`` is one of the ``BASH_*`` codes."""
+
+
+class JobError(HarnessError):
+    """A background-job failure; ``code`` is one of the ``JOB_*`` codes."""
+
+
+def io_error(exc: OSError, verb: str, path: str) -> FsError:
+    """An operating-system error a file tool did not anticipate (``EACCES``, ``EMFILE``,
+    ``ENAMETOOLONG``, ...), as a coded ``FsError`` naming the path as written."""
+    return FsError(f'cannot {verb} "{path}": {exc.strerror or exc}', "FS_IO_ERROR")

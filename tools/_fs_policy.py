@@ -1,28 +1,29 @@
 """The read-before-write policy (the seed's fs-observation policy).
 
 The file tools record what each scope has seen — a file's version after ``read``, ``view``,
-``write`` or ``edit``, or its absence — and this policy, a ``tools/pre-execute`` listener,
-refuses a ``write``/``edit`` (or a ``str_replace_editor`` ``str_replace``/``insert``) of an
-existing file the calling scope has not read, or that changed on disk since it did. Scopes are
-keyed by identity (``exec.agent``); agent-less calls share one bucket per policy.
+``write`` or ``edit``, or its absence — and refuse a ``write``/``edit`` (or a
+``str_replace_editor`` ``str_replace``/``insert``) of an existing file the calling scope has
+not read, or that changed on disk since it did. Scopes are keyed by identity
+(``exec.agent``); agent-less calls share one bucket per policy.
+
+The check runs inside the tool body, on the version of the very descriptor the tool is about
+to replace (not on a second walk of the path in a pre-execute hook, which a concurrent
+rename could make disagree with the write), and fails with a coded ``FsError``
+(``FS_NOT_OBSERVED``, ``FS_STALE_VERSION``, ``FS_NOT_FOUND``).
 
 Wire it by passing the same instance to ``default_tools(..., fs_policy=policy)`` (the tools
-record observations into it and lend it their workspace) and installing it on the runtime.
+record observations into it and lend it their workspace) and calling ``install(rt)``, which
+switches enforcement on until its disposer runs.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import anyio
-
-from engine import Deny
+from typing import TYPE_CHECKING, Literal
 
 from ._errors import FsError
-from ._fsio import FileVersion, file_version
+from ._fsio import FileVersion
 from ._paths import Workspace
 
 if TYPE_CHECKING:
@@ -30,10 +31,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FsObservationPolicy"]
 
-_log = logging.getLogger("tools.fs_policy")
-
 _REMEDY_READ = " — read the file, then retry"
 _REMEDY_REREAD = " — re-read the file, then retry"
+
+Intent = Literal["write", "edit", "editor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +43,7 @@ class _Observation:
 
 
 class FsObservationPolicy:
-    """Denies blind overwrites and stale edits; see the module docstring for wiring.
-
-    ``install(rt)`` registers the pre-execute listener and returns its disposer.
-    """
+    """Denies blind overwrites and stale edits; see the module docstring for wiring."""
 
     def __init__(self) -> None:
         # Keyed by scope identity. Scopes cannot be weakly referenced (slotted), so the
@@ -53,7 +51,7 @@ class FsObservationPolicy:
         self._by_scope: dict[int, tuple[object, dict[str, _Observation]]] = {}
         self._agentless: dict[str, _Observation] = {}
         self._workspace: Workspace | None = None
-        self._warned = False
+        self._installed = 0
 
     # -- recording (called by the tools) -------------------------------------------------
 
@@ -85,74 +83,73 @@ class FsObservationPolicy:
 
     # -- enforcement ---------------------------------------------------------------------
 
-    def install(self, rt: ToolRuntime) -> Callable[[], None]:
-        """Register the ``tools/pre-execute`` listener on ``rt``; returns its disposer."""
+    def install(self, rt: ToolRuntime | None = None) -> Callable[[], None]:
+        """Switch enforcement on (for every tool built with this policy); returns the
+        disposer that switches it off again. ``rt`` is accepted for symmetry with other
+        policies: the tools enforce in their bodies, so nothing is registered on it."""
+        self._installed += 1
+        disposed = False
 
-        async def pre_execute(exec: Any, next: Callable[[], Awaitable[Any]]) -> Any:
-            reason = await self.check(exec.name, exec.arguments, exec.agent)
-            if reason is not None:
-                return Deny(reason)
-            return await next()
+        def dispose() -> None:
+            nonlocal disposed
+            if not disposed:
+                disposed = True
+                self._installed -= 1
 
-        dispose: Callable[[], None] = rt.on("tools/pre-execute", pre_execute)
         return dispose
 
-    async def check(self, name: str, arguments: object, agent: object | None) -> str | None:
-        """The denial reason for this call, or ``None`` to let it through."""
-        workspace = self._workspace
-        if workspace is None:
-            if not self._warned:
-                self._warned = True
-                _log.warning(
-                    "FsObservationPolicy is installed but no tools record into it; pass it "
-                    "to tools.default_tools(..., fs_policy=policy)"
-                )
-            return None
-        if not isinstance(arguments, Mapping):
-            return None
-        if name == "write":
-            kind = "write"
-        elif name == "edit":
-            kind = "edit"
-        elif name == "str_replace_editor" and arguments.get("command") in ("str_replace", "insert"):
-            kind = "editor"
-        else:
-            return None
-        raw = arguments.get("path" if kind == "editor" else "file_path")
-        if not isinstance(raw, str) or not raw.strip():
-            return None  # the tool reports bad arguments itself
-        try:
-            resolved = workspace.resolve(raw)
-        except (FsError, ValueError):
-            return None  # ... and confinement errors
-        current = await anyio.to_thread.run_sync(file_version, resolved.real)
-        seen = self._bucket(agent).get(resolved.real)
-        path = resolved.display
-        if kind == "write":
+    @property
+    def enforcing(self) -> bool:
+        """Whether an ``install`` is in force."""
+        return self._installed > 0
+
+    def check(
+        self,
+        intent: Intent,
+        agent: object | None,
+        key: str,
+        display: str,
+        current: FileVersion | None,
+    ) -> None:
+        """Raise the coded refusal for replacing ``key`` (now at ``current``), if any."""
+        if not self.enforcing:
+            return
+        seen = self._bucket(agent).get(key)
+        path = display
+        if intent == "write":
             if current is None:
                 if seen is not None and seen.version is not None:
-                    return f'cannot write "{path}": file no longer exists{_REMEDY_REREAD}'
-                return None
+                    raise FsError(
+                        f'cannot write "{path}": file no longer exists{_REMEDY_REREAD}',
+                        "FS_STALE_VERSION",
+                    )
+                return
             if seen is None or seen.version is None:
-                return f'cannot overwrite existing "{path}" without reading it first{_REMEDY_READ}'
+                raise FsError(
+                    f'cannot overwrite existing "{path}" without reading it first{_REMEDY_READ}',
+                    "FS_NOT_OBSERVED",
+                )
             if seen.version != current:
-                return f'cannot write "{path}": file changed since it was read{_REMEDY_REREAD}'
-            return None
-        suffix_read = _REMEDY_READ if kind == "edit" else ""
-        suffix_reread = _REMEDY_REREAD if kind == "edit" else ""
+                raise FsError(
+                    f'cannot write "{path}": file changed since it was read{_REMEDY_REREAD}',
+                    "FS_STALE_VERSION",
+                )
+            return
+        suffix_read = _REMEDY_READ if intent == "edit" else ""
         changed = (
-            f'cannot edit "{path}": file changed since it was read{suffix_reread}'
-            if kind == "edit"
+            f'cannot edit "{path}": file changed since it was read{_REMEDY_REREAD}'
+            if intent == "edit"
             else f'cannot write "{path}": file changed since it was read'
         )
         if current is None:
             if seen is None:
-                return f'edit requires reading "{path}" first{suffix_read}'
+                raise FsError(
+                    f'edit requires reading "{path}" first{suffix_read}', "FS_NOT_OBSERVED"
+                )
             if seen.version is None:
-                return f'cannot edit "{path}": not found'
-            return changed
+                raise FsError(f'cannot edit "{path}": not found', "FS_NOT_FOUND")
+            raise FsError(changed, "FS_STALE_VERSION")
         if seen is None or seen.version is None:
-            return f'edit requires reading "{path}" first{suffix_read}'
+            raise FsError(f'edit requires reading "{path}" first{suffix_read}', "FS_NOT_OBSERVED")
         if seen.version != current:
-            return changed
-        return None
+            raise FsError(changed, "FS_STALE_VERSION")

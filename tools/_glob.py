@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,16 +10,18 @@ from engine import ToolDefinition, text
 from ._catalog import catalog_entry
 from ._common import is_blank
 from ._config import ToolsConfig
+from ._errors import SearchError
 from ._search import (
     GLOB_UNSAVED,
     VCS_DIRS,
     Spills,
     bounded,
-    check_path,
+    confined_by_kernel,
+    confirm_paths,
     define_search_tool,
     run_search,
+    search_target,
     search_title,
-    workdir_relative,
 )
 
 __all__ = ["build_glob", "glob_page"]
@@ -132,24 +133,22 @@ def build_glob(cfg: ToolsConfig) -> ToolDefinition:
     async def execute(args: Any, ctx: Any) -> Any:
         pattern = args["pattern"]
         if is_blank(pattern):
-            raise ValueError("pattern must be a non-empty string")
-        path = check_path(cfg, args)
+            raise SearchError("pattern must be a non-empty string", "SEARCH_INVALID_ARGS")
+        target = await search_target(cfg, "glob", args)
         argv = ["--no-config", "--files", f"--glob={pattern}", "--sort=modified"]
         argv += ["--no-ignore", "--hidden"]
         for vcs in VCS_DIRS:
             argv += [f"--glob=!**/{vcs}", f"--glob=!**/{vcs}/**"]
-        if path is not None:
-            argv += ["--", path]
-        out = await run_search(cfg, ctx, "glob", argv)
+        out = await run_search(cfg, ctx, "glob", argv, target)
         raw = out.stdout.decode("utf-8", "replace")
         paths = raw.split("\n")
         if paths and not paths[-1]:
             paths.pop()
-        if path is not None and os.path.isabs(path):
-            # Only an absolute search path makes ripgrep print absolute paths.
-            paths = [workdir_relative(cfg, p) for p in paths]
-        root = "." if path is None else workdir_relative(cfg, path)
-        value = {"root": root, "paths": paths}
+        if not target.in_workspace:
+            paths = [target.shown(p) for p in paths]
+        if paths and not confined_by_kernel():
+            paths = await confirm_paths(cfg, paths)
+        value = {"root": target.shown_root(), "paths": paths}
         if len(paths) > cap:
             await spills.save(ctx, "\n".join(paths), "glob-results.txt")
         return value

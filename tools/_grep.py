@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import stat as stat_mod
 from collections.abc import Sequence
 from typing import Any
 
+import anyio.to_thread
 import msgspec
 
 from engine import ToolDefinition, text
@@ -15,13 +18,15 @@ from ._config import ToolsConfig
 from ._errors import SearchError
 from ._search import (
     GREP_UNSAVED,
+    SearchTarget,
     Spills,
     bounded,
-    check_path,
+    confined_by_kernel,
+    confirm_matches,
     define_search_tool,
     run_search,
+    search_target,
     search_title,
-    workdir_relative,
 )
 from ._text import utf8_head
 
@@ -100,7 +105,7 @@ def _diagnose(lines: list[bytes]) -> SearchError:
     return _malformed("a line is not JSON")
 
 
-def parse_matches(cfg: ToolsConfig, stdout: bytes) -> list[dict[str, Any]]:
+def parse_matches(target: SearchTarget, stdout: bytes) -> list[dict[str, Any]]:
     lines = [line for line in stdout.split(b"\n") if line]
     if not lines:
         return []
@@ -140,7 +145,7 @@ def parse_matches(cfg: ToolsConfig, stdout: bytes) -> list[dict[str, Any]]:
         raw_path = data.path.text
         path = relative.get(raw_path)
         if path is None:
-            path = relative[raw_path] = workdir_relative(cfg, raw_path)
+            path = relative[raw_path] = target.shown(raw_path)
         matches.append({"path": path, "lineNumber": data.line_number, "line": line})
     return matches
 
@@ -187,13 +192,44 @@ def render_grep_text(
     return f"Found {cap} of {total} matches\n\n{body}\n\n({recovery})"
 
 
+def _invalid(message: str) -> SearchError:
+    return SearchError(message, "SEARCH_INVALID_ARGS")
+
+
+def _without_hardlinked(
+    target: SearchTarget, matches: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``matches`` minus those in files with more than one hard link, which may be another
+    name of a file outside the workspace (ripgrep cannot be told to skip them)."""
+    root = os.open(target.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        verdict: dict[str, bool] = {}
+        kept = []
+        for match in matches:
+            path = match["path"]
+            ok = verdict.get(path)
+            if ok is None:
+                rel = path if target.in_workspace else os.path.relpath(path, target.root)
+                try:
+                    st = os.stat(rel, dir_fd=root, follow_symlinks=False)
+                    ok = stat_mod.S_ISREG(st.st_mode) and st.st_nlink == 1
+                except OSError:
+                    ok = False
+                verdict[path] = ok
+            if ok:
+                kept.append(match)
+        return kept
+    finally:
+        os.close(root)
+
+
 def _check_include(include: Any) -> str | None:
     if include is None:
         return None
     if is_blank(include):
-        raise ValueError("include must be a non-empty glob when given")
+        raise _invalid("include must be a non-empty glob when given")
     if include.strip().startswith("!"):
-        raise ValueError(
+        raise _invalid(
             'include must be a positive glob filter; negated patterns ("!…") are not supported'
         )
     depth = 0
@@ -203,7 +239,7 @@ def _check_include(include: Any) -> str | None:
         elif ch == "}":
             depth = max(0, depth - 1)
         elif ch == "," and depth == 0:
-            raise ValueError(
+            raise _invalid(
                 "include must be one glob, not a comma-separated list (use {a,b} alternation instead)"
             )
     return str(include)
@@ -222,16 +258,18 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
     async def execute(args: Any, ctx: Any) -> Any:
         pattern = args["pattern"]
         if pattern == "":
-            raise ValueError("pattern must be a non-empty string")
-        path = check_path(cfg, args)
+            raise SearchError("pattern must be a non-empty string", "SEARCH_INVALID_ARGS")
+        target = await search_target(cfg, "grep", args)
         include = _check_include(arg(args, "include"))
         argv = ["--no-config", "--json", f"--regexp={pattern}"]
         if include is not None:
             argv.append(f"--glob={include}")
-        if path is not None:
-            argv += ["--", path]
-        out = await run_search(cfg, ctx, "grep", argv)
-        matches = parse_matches(cfg, out.stdout)
+        out = await run_search(cfg, ctx, "grep", argv, target)
+        matches = parse_matches(target, out.stdout)
+        if matches and not confined_by_kernel():
+            matches = await confirm_matches(cfg, matches)
+        elif matches and not cfg.allow_hardlinks and not target.is_file:
+            matches = await anyio.to_thread.run_sync(_without_hardlinked, target, matches)
         if len(matches) > cap:
             full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"
             await spills.save(ctx, full, "grep-results.txt")

@@ -19,9 +19,8 @@ from engine import ToolDefinition, ToolOutput, text
 from ._catalog import define_catalog_tool
 from ._common import is_blank
 from ._config import ToolsConfig
-from ._errors import FsError
-from ._fsio import regular_stat
-from ._paths import Resolved
+from ._errors import FsError, io_error
+from ._fsio import check_regular, open_readable, read_fd
 
 __all__ = ["AttachmentStore", "MemoryAttachmentStore", "build_read_image", "sniff_image"]
 
@@ -118,22 +117,29 @@ def _webp_size(data: bytes) -> tuple[int, int]:
     raise ValueError("unknown WebP chunk")
 
 
-def _load(resolved: Resolved, cap: int) -> bytes:
-    path = resolved.display
-    st = regular_stat(resolved, "read")
-    if st is None:
-        raise FsError(f'cannot read "{path}": not found', "FS_NOT_FOUND")
-    if st.st_size > cap:
-        raise FsError(
-            f'cannot read "{path}": {st.st_size} bytes exceeds the {cap}-byte limit', "FS_TOO_LARGE"
-        )
-    with open(resolved.real, "rb") as fh:
-        data = fh.read(cap + 1)
+def _load(cfg: ToolsConfig, raw: str, cap: int) -> tuple[str, bytes]:
+    """``(display path, bytes)`` of the image ``raw`` names, read from its descriptor."""
+    with cfg.workspace.open(raw) as handle:
+        path = handle.display
+        st = handle.st
+        if st is None:
+            raise FsError(f'cannot read "{path}": not found', "FS_NOT_FOUND")
+        check_regular(st, path, "read", allow_hardlinks=cfg.allow_hardlinks)
+        if st.st_size > cap:
+            raise FsError(
+                f'cannot read "{path}": {st.st_size} bytes exceeds the {cap}-byte limit',
+                "FS_TOO_LARGE",
+            )
+        fd = open_readable(handle)
+        try:
+            data = read_fd(fd, cap)
+        finally:
+            os.close(fd)
     if len(data) > cap:
         raise FsError(
             f'cannot read "{path}": {len(data)} bytes exceeds the {cap}-byte limit', "FS_TOO_LARGE"
         )
-    return data
+    return path, data
 
 
 def build_read_image(cfg: ToolsConfig) -> ToolDefinition:
@@ -144,38 +150,43 @@ def build_read_image(cfg: ToolsConfig) -> ToolDefinition:
     async def execute(args: Any, ctx: Any) -> Any:
         file_path = args["file_path"]
         if is_blank(file_path):
-            raise ValueError("file_path must be a non-empty string")
+            raise FsError("file_path must be a non-empty string", "FS_INVALID_ARGS")
         ext = os.path.splitext(file_path)[1].lower()
         declared = _EXTENSIONS.get(ext)
         if declared is None:
-            raise ValueError(
-                f'cannot read "{file_path}": read_image only accepts PNG/JPEG/WebP/GIF paths'
+            raise FsError(
+                f'cannot read "{file_path}": read_image only accepts PNG/JPEG/WebP/GIF paths',
+                "FS_INVALID_ARGS",
             )
         if declared not in cfg.accepted_image_types:
-            raise ValueError(
-                f'cannot read "{file_path}": {declared} images are not accepted by this deployment'
+            raise FsError(
+                f'cannot read "{file_path}": {declared} images are not accepted by this deployment',
+                "FS_INVALID_ARGS",
             )
-        resolved = cfg.workspace.resolve(file_path)
-        data = await anyio.to_thread.run_sync(_load, resolved, cfg.image_max_bytes)
-        path = resolved.display
+        try:
+            path, data = await anyio.to_thread.run_sync(_load, cfg, file_path, cfg.image_max_bytes)
+        except OSError as exc:
+            raise io_error(exc, "read", file_path) from exc
         try:
             sniffed = sniff_image(data)
         except (ValueError, struct.error):
-            raise ValueError(
-                f'cannot read "{path}": the image header is corrupt or truncated'
+            raise FsError(
+                f'cannot read "{path}": the image header is corrupt or truncated', "FS_NOT_IMAGE"
             ) from None
         if sniffed is None or sniffed[0] != declared:
-            raise ValueError(
+            raise FsError(
                 f'cannot read "{path}": the {ext} extension declares {declared}, but the bytes '
                 "use a different image format; rename the file to match its actual format if "
-                "it is PNG/JPEG/WebP/GIF, or convert it to one of those formats"
+                "it is PNG/JPEG/WebP/GIF, or convert it to one of those formats",
+                "FS_NOT_IMAGE",
             )
         media_type, width, height = sniffed
         limit = cfg.image_max_side_px
         if width > limit or height > limit:
-            raise ValueError(
+            raise FsError(
                 f'cannot read "{path}": at least one image side exceeds the {limit}px limit; '
-                "downscale the image and read the smaller copy"
+                "downscale the image and read the smaller copy",
+                "FS_TOO_LARGE",
             )
         name = os.path.basename(path)
         attachment_id = await store.save(data, media_type=media_type, name=name)

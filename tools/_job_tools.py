@@ -1,4 +1,9 @@
-"""``job_list``, ``job_output`` and ``job_kill`` (tool-outputs.md §9)."""
+"""``job_list``, ``job_output`` and ``job_kill`` (tool-outputs.md §9).
+
+Every failure is a ``JobError`` with a stable code (``JOB_INVALID_ID``, ``JOB_NOT_FOUND``,
+``JOB_INVALID_WAIT_TIMEOUT``) or an ``AbortError``. Unlike the reference, another session's
+job is ``unknown job {id}`` (``JOB_NOT_FOUND``), exactly like an id that never existed.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from engine import ToolDefinition, ToolOutput, text
 from ._catalog import define_catalog_tool
 from ._common import arg
 from ._config import ToolsConfig
-from ._jobs import Job, status_line
+from ._errors import JobError
+from ._jobs import Job, status_line, unknown_job
 from ._text import js_json
 
 __all__ = ["build_job_kill", "build_job_list", "build_job_output"]
@@ -36,9 +42,12 @@ _JOB = {
 def _lookup(cfg: ToolsConfig, args: Any, ctx: Any) -> Job:
     job_id = args["job_id"]
     if not job_id.strip():
-        raise ValueError(f"invalid job_id: expected a non-empty string, got {js_json(job_id)}")
+        raise JobError(
+            f"invalid job_id: expected a non-empty string, got {js_json(job_id)}",
+            "JOB_INVALID_ID",
+        )
     if cfg.jobs is None:
-        raise ValueError(f"unknown job {job_id}")
+        raise unknown_job(job_id)
     return cfg.jobs.lookup(job_id, ctx.agent)
 
 
@@ -87,9 +96,10 @@ def build_job_output(cfg: ToolsConfig) -> ToolDefinition:
             assert jobs is not None
             requested = arg(args, "timeout_ms")
             if requested is not None and not requested > 0:
-                raise ValueError(
+                raise JobError(
                     "invalid wait timeout: expected a positive number of milliseconds, "
-                    f"got {js_json(requested)}"
+                    f"got {js_json(requested)}",
+                    "JOB_INVALID_WAIT_TIMEOUT",
                 )
             timeout = jobs.wait_timeout_ms if requested is None else requested
             await jobs.wait(job, min(timeout, jobs.max_wait_timeout_ms), ctx.signal)

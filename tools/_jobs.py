@@ -1,10 +1,14 @@
 """Background jobs: the ``JobManager`` that owns them and the stream buffers they fill.
 
-Jobs run in a task group owned by ``async with JobManager() as jobs:`` and never outlive it:
-leaving the block cancels every live job, and each producer kills its processes on
-cancellation (shielded) before the block returns. Stream output is kept in memory as an
-unread delta (bounded; the oldest text is dropped first) and, in full, in a per-stream file
-under the manager's runtime-owned output directory.
+Jobs run in a task group owned by ``async with JobManager() as jobs:`` (or closed with
+``await jobs.aclose()``) and never outlive it: closing cancels every live job, and each
+producer kills its processes on cancellation (shielded) before the close returns. Stream
+output is kept in memory as an unread delta (bounded; the oldest text is dropped first) and,
+in full, in a per-stream file under the manager's runtime-owned output directory.
+
+Jobs are private to their owner: another scope's job id is answered exactly like an id that
+never existed, and each owner's output files live in its own unguessable subdirectory (mode
+0700) of a directory that ``default_tools`` keeps out of every file tool's reach.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Awaitable, Callable
@@ -24,8 +29,9 @@ import anyio.abc
 from engine import AbortError, AbortSignal
 
 from ._config import ensure_private_dir, runtime_dir
+from ._errors import JobError
 
-__all__ = ["Job", "JobManager", "status_line"]
+__all__ = ["Job", "JobManager", "status_line", "unknown_job"]
 
 JobStatus = Literal["running", "stopping", "completed", "killed", "failed"]
 _TERMINAL = ("completed", "killed", "failed")
@@ -97,7 +103,13 @@ class Job:
     """One background job (see ``JobManager.start``); ``snapshot()`` is its public value."""
 
     def __init__(
-        self, manager: JobManager, job_id: str, kind: str, label: str, owner: object | None
+        self,
+        manager: JobManager,
+        job_id: str,
+        kind: str,
+        label: str,
+        owner: object | None,
+        directory: str,
     ) -> None:
         self.id = job_id
         self.kind = kind
@@ -112,7 +124,7 @@ class Job:
         self.settled = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._kill_requested = False
-        base = os.path.join(manager.output_dir, job_id)
+        base = os.path.join(directory, job_id)
         self.stdout = _Stream(base + ".stdout", manager.memory_chars, manager.spill_max_bytes)
         self.stderr = _Stream(base + ".stderr", manager.memory_chars, manager.spill_max_bytes)
         self._manager = manager
@@ -179,6 +191,17 @@ class Job:
             self._scope.cancel()
 
 
+def unknown_job(job_id: str) -> JobError:
+    """The one error for a job id the caller cannot see, whether or not it exists."""
+    return JobError(f"unknown job {job_id}", "JOB_NOT_FOUND")
+
+
+def _owner_key(owner: object | None) -> object | None:
+    # Jobs are shared within a session (``JobManager._owns``), so are their files.
+    session = getattr(owner, "session", None)
+    return session if session is not None else owner
+
+
 def status_line(job: dict[str, Any]) -> str:
     """``[status: s]`` or ``[status: s, detail]`` for a job snapshot."""
     detail = job.get("detail")
@@ -216,8 +239,12 @@ class JobManager:
         self.memory_chars = memory_chars
         self.spill_max_bytes = spill_max_bytes
         self._on_settle = on_settle
-        self._jobs: dict[str, Job] = {}
-        self._counters: dict[str, int] = {}
+        # Keyed by (id(owner key), job id): every owner numbers its jobs from 1, so its ids
+        # say nothing about how many jobs other owners started.
+        self._jobs: dict[tuple[int, str], Job] = {}
+        self._counters: dict[tuple[int, str], int] = {}
+        # id(owner key) -> (the key, kept alive so its id stays unique; its directory)
+        self._owner_dirs: dict[int, tuple[object, str]] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._closed = False
 
@@ -229,6 +256,22 @@ class JobManager:
         return self
 
     async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._close(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Kill every live job, wait until each has settled and remove an owned output dir.
+
+        The same as leaving ``async with`` (so, like it, call it from the task that entered
+        the manager); idempotent.
+        """
+        await self._close(None, None, None)
+
+    async def _close(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
@@ -249,20 +292,28 @@ class JobManager:
     # -- producers ---------------------------------------------------------------------
 
     def start(self, *, kind: str, label: str, owner: object | None, run: Producer) -> Job:
-        """Start ``run(job)`` as job ``{kind}-{n}`` owned by ``owner``; returns the job."""
+        """Start ``run(job)`` as job ``{kind}-{n}`` owned by ``owner``; returns the job.
+
+        ``n`` counts per owner (session, else scope) from 1.
+        """
         group = self._group
         if group is None or self._closed:
-            raise RuntimeError("background jobs unavailable: the job manager is not running")
+            raise JobError(
+                "background jobs unavailable: the job manager is not running",
+                "JOB_MANAGER_CLOSED",
+            )
         live = sum(1 for j in self._jobs.values() if not j.terminal and j.owner is owner)
         if live >= self.max_jobs_per_owner:
-            raise RuntimeError(
+            raise JobError(
                 f"background job limit reached for this owner (limit: {self.max_jobs_per_owner}); "
-                "use job_kill to stop an unneeded job, wait for it to finish, then retry"
+                "use job_kill to stop an unneeded job, wait for it to finish, then retry",
+                "JOB_LIMIT_REACHED",
             )
-        number = self._counters.get(kind, 0) + 1
-        self._counters[kind] = number
-        job = Job(self, f"{kind}-{number}", kind, label, owner)
-        self._jobs[job.id] = job
+        directory = self._owner_dir(owner)  # also keeps the owner key (and its id) alive
+        key = id(_owner_key(owner))
+        number = self._next_number(kind, key)
+        job = Job(self, f"{kind}-{number}", kind, label, owner, directory)
+        self._jobs[(key, job.id)] = job
         group.start_soon(self._supervise, job, run, name=f"job {job.id}")
         return job
 
@@ -288,6 +339,30 @@ class JobManager:
             with contextlib.suppress(Exception):
                 self._on_settle(snapshot, notice)
 
+    def _next_number(self, kind: str, key: int) -> int:
+        # Unowned jobs are visible to every owner, so their ids must not collide with any
+        # owner's: they take the next number above all, and owners continue above theirs.
+        unowned = id(None)
+        if key == unowned:
+            counts = [n for (_k, k_kind), n in self._counters.items() if k_kind == kind]
+            number = max(counts, default=0) + 1
+        else:
+            mine = self._counters.get((key, kind), 0)
+            number = max(mine, self._counters.get((unowned, kind), 0)) + 1
+        self._counters[(key, kind)] = number
+        return number
+
+    def _owner_dir(self, owner: object | None) -> str:
+        """The owner's private output directory (one per session, else per scope)."""
+        key = _owner_key(owner)
+        entry = self._owner_dirs.get(id(key))
+        if entry is None:
+            # Unguessable, so a path seen by one owner says nothing about another's.
+            directory = os.path.join(self.output_dir, secrets.token_hex(16))
+            entry = (key, ensure_private_dir(directory))
+            self._owner_dirs[id(key)] = entry
+        return entry[1]
+
     # -- tools -------------------------------------------------------------------------
 
     @staticmethod
@@ -302,12 +377,14 @@ class JobManager:
         return [job for job in self._jobs.values() if self._owns(job, caller)]
 
     def lookup(self, job_id: str, caller: object | None) -> Job:
-        """The job ``job_id`` if the caller may see it (``ValueError`` otherwise)."""
-        job = self._jobs.get(job_id)
-        if job is None:
-            raise ValueError(f"unknown job {job_id}")
-        if not self._owns(job, caller):
-            raise ValueError(f"job {job_id} belongs to another session")
+        """The job ``job_id`` if the caller may see it, else ``JobError`` ``JOB_NOT_FOUND``.
+
+        Another owner's job fails exactly like an id that never existed, so the answer does
+        not reveal which ids are in use elsewhere.
+        """
+        job = self._jobs.get((id(_owner_key(caller)), job_id)) or self._jobs.get((id(None), job_id))
+        if job is None or not self._owns(job, caller):
+            raise unknown_job(job_id)
         return job
 
     async def wait(self, job: Job, timeout_ms: float, signal: AbortSignal) -> None:

@@ -11,7 +11,7 @@ import codecs
 import hashlib
 import os
 import re
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio.to_thread
 
@@ -20,9 +20,8 @@ from engine import AbortSignal, ToolDefinition, ToolOutput, text
 from ._catalog import define_catalog_tool, parameter_spec
 from ._common import arg, as_positive_int, is_blank, result_parts, text_of
 from ._config import ToolsConfig
-from ._errors import FsError
-from ._fsio import DIGEST_MAX_BYTES, FileVersion, regular_stat, version_of
-from ._paths import Resolved
+from ._errors import FsError, io_error
+from ._fsio import DIGEST_MAX_BYTES, FileVersion, check_regular, open_readable, version_of
 from ._text import utf16_head, utf16_len
 
 __all__ = ["build_read", "language_of"]
@@ -165,45 +164,50 @@ def _feed(window: _Window, partial: _Partial, chunk: str) -> None:
 
 
 def _scan(
-    resolved: Resolved, window: _Window, signal: AbortSignal
-) -> tuple[int, FileVersion] | None:
-    """Stream the file into ``window``; returns ``(totalLines, version)``, ``None`` if missing."""
-    st = regular_stat(resolved, "read")
-    if st is None:
-        return None
+    cfg: ToolsConfig, raw: str, window: _Window, signal: AbortSignal
+) -> tuple[str, str, tuple[int, FileVersion] | None]:
+    """Resolve ``raw`` and stream the file into ``window``.
+
+    Returns ``(display, real, (totalLines, version))``, the last ``None`` if missing. The
+    bytes come from the descriptor resolution produced, never from a second path walk.
+    """
+    with cfg.workspace.open(raw) as handle:
+        if handle.st is None:
+            return handle.display, handle.real, None
+        check_regular(handle.st, handle.display, "read", allow_hardlinks=cfg.allow_hardlinks)
+        fd = open_readable(handle)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            return handle.display, handle.real, _stream(fh, st, handle.display, window, signal)
+
+
+def _stream(
+    fh: BinaryIO, st: os.stat_result, display: str, window: _Window, signal: AbortSignal
+) -> tuple[int, FileVersion]:
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     hasher = hashlib.blake2b(digest_size=16) if st.st_size <= DIGEST_MAX_BYTES else None
     partial = _Partial(window.max_line + 2)  # enough of a long line to cut it and strip "\r"
     first = True
-    try:
-        fh = open(resolved.real, "rb")  # closed in the finally below
-    except FileNotFoundError:
-        return None
-    try:
-        while True:
-            if signal.aborted:
-                raise FsError("read aborted", "FS_ABORTED")
-            raw = fh.read(_CHUNK)
-            if first and b"\x00" in raw[:_NUL_SCAN]:
-                raise FsError(f'cannot read "{resolved.display}": binary file', "FS_NOT_TEXT")
-            if hasher is not None:
-                hasher.update(raw)
-            try:
-                chunk = decoder.decode(raw, final=not raw)
-            except UnicodeDecodeError:
-                raise FsError(
-                    f'cannot read "{resolved.display}": invalid UTF-8 text', "FS_NOT_TEXT"
-                ) from None
-            if first:
-                first = False
-                if chunk.startswith("\ufeff"):
-                    chunk = chunk[1:]
-            if not raw:
-                break
-            if chunk:
-                _feed(window, partial, chunk)
-    finally:
-        fh.close()
+    while True:
+        if signal.aborted:
+            raise FsError("read aborted", "FS_ABORTED")
+        raw = fh.read(_CHUNK)
+        if first and b"\x00" in raw[:_NUL_SCAN]:
+            raise FsError(f'cannot read "{display}": binary file', "FS_NOT_TEXT")
+        if hasher is not None:
+            hasher.update(raw)
+        try:
+            chunk = decoder.decode(raw, final=not raw)
+        except UnicodeDecodeError:
+            raise FsError(f'cannot read "{display}": invalid UTF-8 text', "FS_NOT_TEXT") from None
+        if first:
+            first = False
+            if chunk.startswith("\ufeff"):
+                chunk = chunk[1:]
+        if not raw:
+            break
+        if chunk:
+            _feed(window, partial, chunk)
     if partial.nonempty:
         window.count += 1
         window.add(window.count, partial.text(), partial.over)
@@ -244,39 +248,45 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
     async def execute(args: Any, ctx: Any) -> Any:
         file_path = args["file_path"]
         if is_blank(file_path):
-            raise ValueError("file_path must be a non-empty string")
+            raise FsError("file_path must be a non-empty string", "FS_INVALID_ARGS")
         offset = 1
         if arg(args, "offset") is not None:
             checked = as_positive_int(args["offset"])
             if checked is None:
-                raise ValueError("offset must be a positive integer")
+                raise FsError("offset must be a positive integer", "FS_INVALID_ARGS")
             offset = checked
         limit = default_limit
         if arg(args, "limit") is not None:
             checked = as_positive_int(args["limit"])
             if checked is None:
-                raise ValueError("limit must be a positive integer")
+                raise FsError("limit must be a positive integer", "FS_INVALID_ARGS")
             if checked > default_limit:
-                raise ValueError(f"limit must be less than or equal to {default_limit}")
+                raise FsError(
+                    f"limit must be less than or equal to {default_limit}", "FS_INVALID_ARGS"
+                )
             limit = checked
-        resolved = cfg.workspace.resolve(file_path)
         window = _Window(offset, limit, cfg.read_max_line_length, cfg.read_max_bytes)
-        scanned = await anyio.to_thread.run_sync(_scan, resolved, window, ctx.signal)
+        try:
+            display, real, scanned = await anyio.to_thread.run_sync(
+                _scan, cfg, file_path, window, ctx.signal
+            )
+        except OSError as exc:
+            raise io_error(exc, "read", file_path) from exc
         policy = cfg.fs_policy
         if scanned is None:
             if policy is not None:
-                policy.observe_absent(ctx.agent, resolved.real)
-            raise FsError(f'cannot read "{resolved.display}": not found', "FS_NOT_FOUND")
+                policy.observe_absent(ctx.agent, real)
+            raise FsError(f'cannot read "{display}": not found', "FS_NOT_FOUND")
         total, version = scanned
         if offset > total and not (total == 0 and offset == 1):
             raise FsError(
-                f'offset {offset} is out of range for "{resolved.display}" ({total} lines)',
+                f'offset {offset} is out of range for "{display}" ({total} lines)',
                 "FS_NOT_FOUND",
             )
         if policy is not None:
-            policy.observe_present(ctx.agent, resolved.real, version)
+            policy.observe_present(ctx.agent, real, version)
         return {
-            "path": resolved.display,
+            "path": display,
             "offset": offset,
             "lines": window.kept,
             "totalLines": total,

@@ -1,8 +1,11 @@
 """``write`` and ``edit``: whole-file writes and literal replacements (tool-outputs.md §2, §3).
 
-Both write atomically (temp file + rename) through the link-resolved real path, record the
-new version with the read-before-write policy, and return full before/after texts so the
-``diff`` card can be rebuilt from ``meta`` without touching the disk again.
+Both write atomically (temp file + ``renameat`` in the physical parent directory's
+descriptor, see ``_fsio``), check and record versions with the read-before-write policy on
+the descriptor they replace, and return full before/after texts so the ``diff`` card can be
+rebuilt from ``meta`` without touching the disk again. Both compute the size of what they
+would write first and refuse a result over ``ToolsConfig.max_result_bytes``
+(``FS_TOO_LARGE``) before building it.
 """
 
 from __future__ import annotations
@@ -19,17 +22,19 @@ from ._catalog import define_catalog_tool
 from ._common import arg, is_blank, result_parts
 from ._config import ToolsConfig
 from ._diff import diff_hunks
-from ._errors import FsError
+from ._errors import FsError, io_error
 from ._fsio import (
     FileVersion,
-    atomic_write,
+    check_regular,
     decode_utf8,
     digest,
-    read_regular_file,
-    regular_stat,
+    open_entry,
+    read_fd,
+    replace_entry,
+    utf8_len,
     version_of,
 )
-from ._paths import Resolved
+from ._paths import Handle
 from ._text import crlf_to_lf
 
 __all__ = ["build_edit", "build_write"]
@@ -60,84 +65,137 @@ _EDIT_OUTPUT = {
 }
 
 
-def _written_version(st: os.stat_result, data: bytes) -> FileVersion:
-    return version_of(st, digest(data))
+def _too_large(display: str, size: int, cap: int, what: str) -> FsError:
+    return FsError(
+        f'cannot {what} "{display}": the result would be {size} bytes, over the {cap}-byte limit',
+        "FS_TOO_LARGE",
+    )
 
 
-def _prior_text(resolved: Resolved) -> tuple[bool, str | None]:
-    """``(existed, LF-normalised prior text or None)`` for ``write``."""
-    st = regular_stat(resolved, "write")
-    if st is None:
-        return False, None
-    if st.st_size >= _DIFF_BASIS_MAX_BYTES:
-        return True, None
+def _prior(entry: Handle) -> tuple[FileVersion, bytes | None]:
+    """The version of the existing file at ``entry`` and its bytes when small enough to
+    serve as the diff basis (``None`` beyond ``_DIFF_BASIS_MAX_BYTES``)."""
+    fd, st = open_entry(entry)
     try:
-        with open(resolved.real, "rb") as fh:
-            data = fh.read()
-        if b"\x00" in data[:8192]:
-            return True, None
-        return True, crlf_to_lf(decode_utf8(data))
-    except (OSError, UnicodeDecodeError):
-        return True, None
+        if st.st_size >= _DIFF_BASIS_MAX_BYTES:
+            return version_of(st, None), None
+        data = read_fd(fd, _DIFF_BASIS_MAX_BYTES)
+    finally:
+        os.close(fd)
+    return version_of(st, digest(data)), data
 
 
-def _write_file(resolved: Resolved, content: str) -> tuple[dict[str, Any], FileVersion]:
-    existed, before = _prior_text(resolved)
-    data = content.encode("utf-8")
-    try:
-        st = atomic_write(resolved.real, data)
-    except NotADirectoryError:
-        raise FsError(
-            f'cannot resolve "{resolved.display}": a parent path segment is not a directory',
-            "FS_NOT_FOUND",
-        ) from None
-    if len(data) >= _DIFF_BASIS_MAX_BYTES:
-        before = None
-    value = {
-        "path": resolved.display,
-        "operation": "update" if existed else "create",
-        "before": before,
-        "after": crlf_to_lf(content),
-    }
-    return value, _written_version(st, data)
+def _write_file(
+    cfg: ToolsConfig, agent: Any, raw: str, content: str
+) -> tuple[dict[str, Any], str, FileVersion]:
+    cap = cfg.max_result_bytes
+    size = utf8_len(content)
+    with cfg.workspace.entry(raw, create_parents=True) as entry:
+        display = entry.display
+        if size > cap:
+            raise _too_large(display, size, cap, "write")
+        if not entry.name:
+            raise FsError(f'cannot write "{display}": not a regular file', "FS_NOT_REGULAR_FILE")
+        current: FileVersion | None = None
+        data: bytes | None = None
+        if entry.st is not None:
+            check_regular(entry.st, display, "write", allow_hardlinks=cfg.allow_hardlinks)
+            current, data = _prior(entry)
+        if cfg.fs_policy is not None:
+            cfg.fs_policy.check("write", agent, entry.real, display, current)
+        before: str | None = None
+        if data is not None and b"\x00" not in data[:8192]:
+            try:
+                before = crlf_to_lf(decode_utf8(data))
+            except UnicodeDecodeError:
+                before = None
+        out = content.encode("utf-8")
+        st = replace_entry(entry, out)
+        if len(out) >= _DIFF_BASIS_MAX_BYTES:
+            before = None
+        value = {
+            "path": display,
+            "operation": "update" if entry.st is not None else "create",
+            "before": before,
+            "after": crlf_to_lf(content),
+        }
+        return value, entry.real, version_of(st, digest(out))
 
 
 def _edit_file(
-    resolved: Resolved, old: str, new: str, replace_all: bool
-) -> tuple[dict[str, Any], FileVersion]:
-    path = resolved.display
-    read = read_regular_file(resolved, "edit")
-    if read is None:
-        # Without the policy a vanished file reads as a stale version (the reference's code).
-        raise FsError(
-            f'cannot edit "{path}": file changed since it was read — re-read the file, then retry',
-            "FS_STALE_VERSION",
+    cfg: ToolsConfig, agent: Any, raw: str, old: str, new: str, replace_all: bool
+) -> tuple[dict[str, Any], str, FileVersion]:
+    cap = cfg.max_result_bytes
+    policy = cfg.fs_policy
+    with cfg.workspace.entry(raw, create_parents=False) as entry:
+        path = entry.display
+        if entry.st is None:
+            if policy is not None:
+                policy.check("edit", agent, entry.real, path, None)
+            # Without the policy a vanished file reads as a stale version (the reference's code).
+            raise FsError(
+                f'cannot edit "{path}": file changed since it was read — re-read the file, '
+                "then retry",
+                "FS_STALE_VERSION",
+            )
+        if not entry.name:
+            raise FsError(f'cannot edit "{path}": not a regular file', "FS_NOT_REGULAR_FILE")
+        check_regular(entry.st, path, "edit", allow_hardlinks=cfg.allow_hardlinks)
+        if entry.st.st_size > cap:
+            raise FsError(
+                f'cannot edit "{path}": the file is {entry.st.st_size} bytes, over the '
+                f"{cap}-byte limit",
+                "FS_TOO_LARGE",
+            )
+        fd, st = open_entry(entry)
+        try:
+            data = read_fd(fd, cap)
+        finally:
+            os.close(fd)
+        if len(data) > cap:
+            raise _too_large(path, len(data), cap, "edit")
+        if policy is not None:
+            policy.check("edit", agent, entry.real, path, version_of(st, digest(data)))
+        if b"\x00" in data:
+            raise FsError(f'cannot edit "{path}": binary file', "FS_NOT_TEXT")
+        try:
+            original = decode_utf8(data)
+        except UnicodeDecodeError:
+            raise FsError(f'cannot edit "{path}": invalid UTF-8 text', "FS_NOT_TEXT") from None
+        del data
+        before = crlf_to_lf(original)
+        needle = crlf_to_lf(old)
+        replacement = crlf_to_lf(new)
+        count = before.count(needle)
+        if count == 0:
+            raise FsError(f'old_string was not found in "{path}"', "FS_EDIT_NOT_FOUND")
+        if count > 1 and not replace_all:
+            raise FsError(
+                f'old_string matched {count} times in "{path}"; provide a more specific '
+                "old_string or set replace_all to true",
+                "FS_AMBIGUOUS_EDIT",
+            )
+        head = original[:_STYLE_SCAN]
+        crlf_count = head.count("\r\n")
+        crlf = crlf_count > head.count("\n") - crlf_count
+        # The size of the result, from counts alone, before anything is built: replace_all
+        # of a one-character needle in a large file can otherwise ask for gigabytes.
+        grow = utf8_len(replacement) - utf8_len(needle)
+        size = utf8_len(before) + count * grow
+        if crlf:
+            size += before.count("\n") + count * (replacement.count("\n") - needle.count("\n"))
+        if size > cap:
+            raise _too_large(path, size, cap, "edit")
+        after = before.replace(needle, replacement)
+        on_disk = after.replace("\n", "\r\n") if crlf else after
+        out = on_disk.encode("utf-8")
+        del on_disk
+        st = replace_entry(entry, out)
+        return (
+            {"path": path, "before": before, "after": after},
+            entry.real,
+            version_of(st, digest(out)),
         )
-    data, _st = read
-    if b"\x00" in data:
-        raise FsError(f'cannot edit "{path}": binary file', "FS_NOT_TEXT")
-    try:
-        original = decode_utf8(data)
-    except UnicodeDecodeError:
-        raise FsError(f'cannot edit "{path}": invalid UTF-8 text', "FS_NOT_TEXT") from None
-    before = crlf_to_lf(original)
-    needle = crlf_to_lf(old)
-    count = before.count(needle)
-    if count == 0:
-        raise FsError(f'old_string was not found in "{path}"', "FS_EDIT_NOT_FOUND")
-    if count > 1 and not replace_all:
-        raise FsError(
-            f'old_string matched {count} times in "{path}"; provide a more specific '
-            "old_string or set replace_all to true",
-            "FS_AMBIGUOUS_EDIT",
-        )
-    after = before.replace(needle, crlf_to_lf(new))
-    head = original[:_STYLE_SCAN]
-    crlf = head.count("\r\n")
-    on_disk = after.replace("\n", "\r\n") if crlf > head.count("\n") - crlf else after
-    out = on_disk.encode("utf-8")
-    st = atomic_write(resolved.real, out)
-    return {"path": path, "before": before, "after": after}, _written_version(st, out)
 
 
 def _diff_meta(value: Any) -> Any:
@@ -161,14 +219,18 @@ def _meta(args: Any, value: Any) -> Any:
 async def _commit(
     cfg: ToolsConfig,
     ctx: Any,
-    resolved: Resolved,
-    work: Callable[..., tuple[dict[str, Any], FileVersion]],
+    verb: str,
+    work: Callable[..., tuple[dict[str, Any], str, FileVersion]],
     *args: Any,
 ) -> Any:
-    """``work(resolved, *args)`` in a worker thread; the written version goes to the policy."""
-    value, version = await anyio.to_thread.run_sync(work, resolved, *args)
+    """``work(cfg, agent, raw, *rest)`` in a worker thread; the written version goes to the
+    policy."""
+    try:
+        value, real, version = await anyio.to_thread.run_sync(work, cfg, ctx.agent, *args)
+    except OSError as exc:
+        raise io_error(exc, verb, args[0]) from exc
     if cfg.fs_policy is not None:
-        cfg.fs_policy.observe_present(ctx.agent, resolved.real, version)
+        cfg.fs_policy.observe_present(ctx.agent, real, version)
     return value
 
 
@@ -177,9 +239,8 @@ def build_write(cfg: ToolsConfig) -> ToolDefinition:
 
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["file_path"]):
-            raise ValueError("file_path must be a non-empty string")
-        resolved = cfg.workspace.resolve(args["file_path"], write=True)
-        return await _commit(cfg, ctx, resolved, _write_file, args["content"])
+            raise FsError("file_path must be a non-empty string", "FS_INVALID_ARGS")
+        return await _commit(cfg, ctx, "write", _write_file, args["file_path"], args["content"])
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         verb = "Created file" if value["operation"] == "create" else "Updated file"
@@ -218,15 +279,14 @@ def build_edit(cfg: ToolsConfig) -> ToolDefinition:
 
     async def execute(args: Any, ctx: Any) -> Any:
         if is_blank(args["file_path"]):
-            raise ValueError("file_path must be a non-empty string")
+            raise FsError("file_path must be a non-empty string", "FS_INVALID_ARGS")
         old, new = args["old_string"], args["new_string"]
         if old == "":
-            raise ValueError("old_string must be a non-empty string")
+            raise FsError("old_string must be a non-empty string", "FS_INVALID_ARGS")
         if old == new:
-            raise ValueError("old_string and new_string must differ")
-        resolved = cfg.workspace.resolve(args["file_path"], write=True)
+            raise FsError("old_string and new_string must differ", "FS_INVALID_ARGS")
         replace_all = arg(args, "replace_all") is True
-        return await _commit(cfg, ctx, resolved, _edit_file, old, new, replace_all)
+        return await _commit(cfg, ctx, "edit", _edit_file, args["file_path"], old, new, replace_all)
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
         if arg(args, "replace_all") is True:

@@ -164,7 +164,8 @@ def test_typescript_failure_exits_1(workspace: Path, program: str, message: str)
     proc = codemode("run", "-", "-l", "typescript", "-w", str(workspace), "--json", stdin=program)
     assert proc.returncode == 1, proc.stderr
     payload = json.loads(proc.stdout)
-    assert payload["error"] == {"message": message, "code": "CODE_RUN_FAILED"}
+    kind = message.removeprefix("code run failed (").split(")", 1)[0]
+    assert payload["error"] == {"message": message, "code": "CODE_RUN_FAILED", "kind": kind}
 
 
 def test_sdk_prints_the_typescript_sdk_for_the_catalog(workspace: Path) -> None:

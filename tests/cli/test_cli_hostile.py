@@ -55,16 +55,16 @@ def _children_of(pid: int) -> list[int]:
 
 
 PYTHON = [
-    ("().__class__.__mro__[1].__subclasses__()", "exception", "__class__"),
+    ("().__class__.__mro__[1].__subclasses__()", "forbidden", "__class__"),
     ("import os\nreturn os.listdir('/')", "exception", "os"),
-    ("'{0.__class__.__init__.__globals__}'.format(1)", "exception", "invalid attribute name"),
-    ("g = (x for x in [1])\nreturn g.gi_frame.f_globals", "exception", "gi_frame"),
+    ("'{0.__class__.__init__.__globals__}'.format(1)", "forbidden", "invalid attribute name"),
+    ("g = (x for x in [1])\nreturn g.gi_frame.f_globals", "forbidden", "gi_frame"),
     ("open('/etc/passwd').read()", "exception", "open"),
     ("while True:\n    pass", "timeout", "compute budget exhausted (2000ms busy)"),
     ("x = []\nwhile True:\n    x.append(' ' * 10**6)", "memory", "memory"),
     ("try:\n    x = 'a' * 10**10\nexcept MemoryError:\n    return 'survived'", "memory", "memory"),
     ("while True:\n    print('x' * 1000)", "output-limit", "outer output exceeded 1048576 bytes"),
-    ("def f():\n    return f()\nreturn f()", "exception", "RecursionError"),
+    ("def f():\n    return f()\nreturn f()", "recursion", "RecursionError"),
 ]
 
 TYPESCRIPT = [
@@ -96,6 +96,7 @@ def test_hostile_program_is_contained(
     error = payload["error"]
     assert isinstance(error, dict)
     assert error["code"] == "CODE_RUN_FAILED"
+    assert error["kind"] == kind  # machine-readable, not only in the message
     message = str(error["message"])
     assert message.startswith(f"code run failed ({kind}): "), message[:300]
     assert needle in message, message[:300]

@@ -19,19 +19,19 @@ import pytest
 
 from engine._session import MemorySessionLog, SessionLog, SqliteSessionLog
 
-LogFactory = Callable[[], MemorySessionLog | SqliteSessionLog]
+LogFactory = Callable[..., MemorySessionLog | SqliteSessionLog]
 
 
 @pytest.fixture(params=["memory", "sqlite"])
 def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogFactory]:
     opened: list[MemorySessionLog | SqliteSessionLog] = []
 
-    def factory() -> MemorySessionLog | SqliteSessionLog:
+    def factory(**options: Any) -> MemorySessionLog | SqliteSessionLog:
         log: MemorySessionLog | SqliteSessionLog
         if request.param == "memory":
-            log = MemorySessionLog()
+            log = MemorySessionLog(**options)
         else:
-            log = SqliteSessionLog(tmp_path / f"session-{len(opened)}.db")
+            log = SqliteSessionLog(tmp_path / f"session-{len(opened)}.db", **options)
         opened.append(log)
         return log
 
@@ -170,7 +170,7 @@ async def test_unicode_round_trips(make_log: LogFactory) -> None:
 
 @pytest.mark.anyio
 async def test_large_and_deep_events_round_trip(make_log: LogFactory) -> None:
-    log = make_log()
+    log = make_log(max_inline_bytes=None)  # no retention bound: everything kept verbatim
     big = {"type": "tool/result", "text": "x😀" * 1_000_000, "list": list(range(50_000))}
     deep: Any = "leaf"
     for _ in range(200):
@@ -367,7 +367,7 @@ async def test_sqlite_survives_a_process_restart(tmp_path: Path) -> None:
         async def main():
             log = SqliteSessionLog({str(path)!r})
             assert await log.append({{"type": "tool/call", "callId": "c1", "text": "日本語 😀"}}) == 0
-            assert await log.append({{"type": "tool/result", "seq": 0, "big": "x" * 100000}}) == 1
+            assert await log.append({{"type": "tool/result", "seq": 0, "big": "x" * 60000}}) == 1
 
         anyio.run(main)
         """
@@ -377,7 +377,7 @@ async def test_sqlite_survives_a_process_restart(tmp_path: Path) -> None:
         events = log.events
         assert [e["type"] for e in events] == ["tool/call", "tool/result"]
         assert events[0]["text"] == "日本語 😀"
-        assert events[1]["big"] == "x" * 100000
+        assert events[1]["big"] == "x" * 60000  # within the 64 KiB inline bound
         assert await log.append({"type": "tool/code-dispatch", "isError": False}) == 2
         expected = log.events
     # 3. A third process sees exactly the same list and can append after it.

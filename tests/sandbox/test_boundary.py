@@ -9,7 +9,9 @@ hostile frames over the bridge.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -18,6 +20,7 @@ from sandbox_helpers import bindings, err, ok
 
 from engine import AbortController, CodeRunRequest, CodeRunResult
 from sandbox import Limits, PythonRuntime
+from sandbox._seccomp import build_filter, packed_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -41,6 +44,33 @@ async def raw(runtime: PythonRuntime, program: str) -> CodeRunResult:
 async def probe(runtime: PythonRuntime, program: str) -> Any:
     """Run raw ``program`` (which sets ``result``) and return ``result``."""
     return ok(await raw(runtime, program))
+
+
+@asynccontextmanager
+async def locked_worker(runtime: PythonRuntime) -> AsyncIterator[int]:
+    """A freshly forked worker that reported ``ready`` (so is fully locked down); yields
+    its pid for inspection from the host side.
+
+    Workers have no ``/proc`` of their own (their root is empty), so the host reads
+    ``/proc/<pid>/...`` instead, which is also independent of what the worker claims.
+    """
+    pool = runtime._pool
+    assert pool is not None
+    worker = await pool._spawn()
+    try:
+        yield worker.pid
+    finally:
+        worker.kill()
+        worker.close()
+
+
+def read_lines(path: str) -> list[str]:
+    with open(path) as handle:
+        return handle.read().splitlines()
+
+
+def proc_status(pid: int, *fields: str) -> list[str]:
+    return [line for line in read_lines(f"/proc/{pid}/status") if line.startswith(fields)]
 
 
 def errno_of(call: str) -> str:
@@ -67,8 +97,8 @@ async def test_raw_guest_is_not_served_unless_registered(runtime: PythonRuntime)
 
 
 async def test_seccomp_filter_is_installed(raw_runtime: PythonRuntime) -> None:
-    program = "status = open('/proc/self/status').read()\nresult = [l for l in status.splitlines() if l.startswith(('Seccomp:', 'NoNewPrivs:'))]"
-    assert await probe(raw_runtime, program) == ["NoNewPrivs:\t1", "Seccomp:\t2"]
+    async with locked_worker(raw_runtime) as pid:
+        assert proc_status(pid, "Seccomp:", "NoNewPrivs:") == ["NoNewPrivs:\t1", "Seccomp:\t2"]
 
 
 @pytest.mark.parametrize(
@@ -122,6 +152,14 @@ async def test_seccomp_denies(raw_runtime: PythonRuntime, call: str) -> None:
     assert await probe(raw_runtime, program) in ("EPERM", "ENOSYS", "EACCES")
 
 
+@pytest.mark.parametrize("pid", [2, 4242, 2**22, 2**31 - 1])
+def test_the_precomputed_filter_is_the_built_filter(pid: int) -> None:
+    # Workers patch their pid into a template built once in the fork server; the result
+    # must be exactly the program build_filter describes (and the tests above check).
+    expected = b"".join(struct.pack("=HBBI", *insn) for insn in build_filter(pid))
+    assert packed_filter(pid) == expected
+
+
 async def test_subprocess_is_impossible(raw_runtime: PythonRuntime) -> None:
     program = (
         "import subprocess\ntry:\n    subprocess.run(['/bin/echo', 'escaped'], check=True)\n"
@@ -165,9 +203,10 @@ async def test_memory_rlimit_holds_without_guards(raw_runtime: PythonRuntime) ->
 
 
 async def test_open_files_rlimit(raw_runtime: PythonRuntime) -> None:
+    # dup, not open: the worker can open no path at all.
     program = (
-        "import errno\nhandles = []\ntry:\n    for _ in range(200):\n"
-        "        handles.append(open('/dev/null'))\n    result = 'unbounded'\n"
+        "import errno, os\nhandles = []\ntry:\n    for _ in range(200):\n"
+        "        handles.append(os.dup(0))\n    result = 'unbounded'\n"
         "except OSError as e:\n    result = [errno.errorcode[e.errno], len(handles) < 64]\n"
     )
     assert await probe(raw_runtime, program) == ["EMFILE", True]
@@ -180,38 +219,40 @@ async def test_cpu_rlimit_is_the_kernel_backstop(raw_runtime: PythonRuntime) -> 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop applies when the host runs as root")
 async def test_worker_runs_as_nobody_without_capabilities(raw_runtime: PythonRuntime) -> None:
-    program = (
-        "import os\nstatus = open('/proc/self/status').read().splitlines()\n"
-        "caps = [l.split()[1] for l in status if l.startswith(('CapEff', 'CapPrm'))]\n"
-        "result = [os.getuid(), os.geteuid(), os.getgid(), os.getgroups(), caps]"
-    )
-    assert await probe(raw_runtime, program) == [65534, 65534, 65534, [], ["0" * 16, "0" * 16]]
+    program = "import os\nresult = [os.getuid(), os.geteuid(), os.getgid(), os.getgroups()]"
+    assert await probe(raw_runtime, program) == [65534, 65534, 65534, []]
+    async with locked_worker(raw_runtime) as pid:
+        caps = [line.split()[1] for line in proc_status(pid, "CapEff", "CapPrm")]
+    assert caps == ["0" * 16, "0" * 16]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a private network namespace needs root here")
 async def test_private_network_namespace(raw_runtime: PythonRuntime) -> None:
-    program = (
-        "import os\nresult = [os.readlink('/proc/self/ns/net'), "
-        "[l.split(':')[0].strip() for l in open('/proc/self/net/dev').read().splitlines()[2:]]]"
-    )
-    namespace, interfaces = await probe(raw_runtime, program)
+    async with locked_worker(raw_runtime) as pid:
+        namespace = os.readlink(f"/proc/{pid}/ns/net")
+        lines = read_lines(f"/proc/{pid}/net/dev")
+        interfaces = [line.split(":")[0].strip() for line in lines[2:]]
     assert namespace != os.readlink("/proc/self/ns/net")
     assert interfaces == ["lo"]
 
 
 async def test_empty_environment_and_empty_read_only_cwd(raw_runtime: PythonRuntime) -> None:
-    program = "import os\nresult = [dict(os.environ), os.listdir('.'), os.getcwd().startswith('/tmp/codemode-worker-')]"
-    assert await probe(raw_runtime, program) == [{}, [], True]
+    program = "import os\nresult = [dict(os.environ), os.getcwd()]"
+    env, cwd = await probe(raw_runtime, program)
+    assert env == {}
+    # The cwd is the worker's (empty, private) root on hosts with a mount namespace.
+    assert cwd == "/" or cwd.startswith("/tmp/codemode-worker-")
+    async with locked_worker(raw_runtime) as pid:
+        host_cwd = os.readlink(f"/proc/{pid}/cwd")
+    assert os.path.basename(host_cwd).startswith("codemode-worker-")
+    assert os.listdir(host_cwd) == []
     assert await probe(raw_runtime, errno_of("open('new-file', 'w')")) in ("EPERM", "EACCES")
 
 
 async def test_only_the_bridge_is_inherited(raw_runtime: PythonRuntime) -> None:
-    program = (
-        "import os\nresult = []\nfor f in sorted(int(f) for f in os.listdir('/proc/self/fd')):\n"
-        "    try:\n        result.append(os.readlink(f'/proc/self/fd/{f}').split(':')[0])\n"
-        "    except OSError:\n        pass\n"
-    )
-    kinds = await probe(raw_runtime, program)
+    async with locked_worker(raw_runtime) as pid:
+        fds = sorted(int(f) for f in os.listdir(f"/proc/{pid}/fd"))
+        kinds = [os.readlink(f"/proc/{pid}/fd/{f}").split(":")[0] for f in fds]
     # stdio on /dev/null; the bridge and the event loop's self-pipe (sockets); epoll.
     assert kinds[:3] == ["/dev/null"] * 3
     assert sorted(kinds[3:]) == ["anon_inode", "socket", "socket", "socket"]
@@ -223,11 +264,12 @@ async def test_worker_is_its_own_process_group(raw_runtime: PythonRuntime) -> No
 
 
 async def test_worker_dies_with_the_fork_server(raw_runtime: PythonRuntime) -> None:
-    program = "import ctypes\nlibc = ctypes.CDLL(None)\nresult = 'armed'"
     # PR_GET_PDEATHSIG cannot be read back under seccomp (prctl is denied), so check the
-    # other direction: the worker's parent is the fork server, not the host.
+    # other direction: the worker's parent is the fork server, not the host. (Inside its
+    # PID namespace the worker sees its parent as 0, so the host reads it.)
     server = raw_runtime._pool.server_pid  # type: ignore[union-attr]
-    assert await probe(raw_runtime, program + "\nimport os\nresult = os.getppid()") == server
+    async with locked_worker(raw_runtime) as pid:
+        assert proc_status(pid, "PPid:") == [f"PPid:\t{server}"]
 
 
 # -- hostile bridge peers -----------------------------------------------------------------
@@ -307,7 +349,10 @@ for i in range(10):
     bridge.send_raw(len(data).to_bytes(4, 'big') + data)
 time.sleep(5)
 """
-    assert err(await raw(raw_runtime, program)) == "sub-call limit reached (5 calls per run)"
+    assert (
+        err(await raw(raw_runtime, program), "sub-call-limit")
+        == "sub-call limit reached (5 calls per run)"
+    )
 
 
 async def test_worker_exit_code_is_reported(raw_runtime: PythonRuntime) -> None:

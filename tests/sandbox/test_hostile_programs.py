@@ -63,8 +63,18 @@ REFUSED_AT_COMPILE = [
     ("def __init__(self):\n    pass", '"__init__" is an invalid variable name'),
     ("exec('1')", "Exec calls are not allowed."),
     ("eval('1')", "Eval calls are not allowed."),
-    ("try:\n    pass\nexcept* Exception:\n    pass", "TryStar statements are not allowed."),
-    ("match 1:\n    case object(__class__=c):\n        pass", "Match statements are not allowed."),
+    (
+        "match 1:\n    case object(__class__=c):\n        pass",
+        '"__class__" is an invalid attribute',
+    ),
+    ("match 1:\n    case int(real=__x):\n        pass", '"__x" is an invalid variable name'),
+    ("match 1:\n    case [*_getattr_]:\n        pass", '"_getattr_" is an invalid variable name'),
+    ("match {}:\n    case {**_write_}:\n        pass", '"_write_" is an invalid variable name'),
+    ("match 1:\n    case x.__class__:\n        pass", '"__class__" is an invalid attribute'),
+    ("match 1:\n    case x.gi_frame:\n        pass", '"gi_frame" is a restricted name'),
+    ("match 1:\n    case x.y.__dict__():\n        pass", '"__dict__" is an invalid attribute'),
+    ("match 1:\n    case {x._k: 1}:\n        pass", '"_k" is an invalid attribute'),
+    ("try:\n    pass\nexcept* Exception as _print_:\n    pass", '"_print_" is an invalid variable'),
     ("x = 1\nx.__dict__", '"__dict__" is an invalid attribute name'),
     ("ToolCallError.__subclasses__()", '"__subclasses__" is an invalid attribute name'),
     ("tools._Namespace__call", '"_Namespace__call" is an invalid attribute name'),
@@ -76,7 +86,7 @@ REFUSED_AT_COMPILE = [
 
 @pytest.mark.parametrize(("program", "fragment"), REFUSED_AT_COMPILE)
 async def test_refused_at_compile_time(run: Run, program: str, fragment: str) -> None:
-    message = err(await run(program))
+    message = err(await run(program), "forbidden")
     assert "SyntaxError" in message and fragment in message, message
 
 
@@ -155,9 +165,17 @@ REFUSED_AT_RUN = [
 ]
 
 
+# A guard denial ends the run (kind ``forbidden``); everything else is an exception.
+_DENIALS = (
+    "invalid attribute name", "is a restricted name", "cannot be modified",
+    "of coroutines", '"obj" of AttributeError', "is a reserved name",
+)  # fmt: skip
+
+
 @pytest.mark.parametrize(("program", "fragment"), REFUSED_AT_RUN)
 async def test_refused_at_run_time(run: Run, program: str, fragment: str) -> None:
-    message = err(await run(program))
+    kind = "forbidden" if any(d in fragment for d in _DENIALS) else "exception"
+    message = err(await run(program), kind)
     assert fragment in message, message
     assert "/" not in message.rsplit("\n", 1)[-1] or "import" in message  # no host paths
 
@@ -206,15 +224,122 @@ return [P().x, Q().y]
 async def test_catching_everything_does_not_survive_a_refused_access(run: Run) -> None:
     program = """
 out = []
+print('probing')
 for attempt in ["__class__", "__globals__", "gi_frame", "f_back", "tb_frame", "__subclasses__"]:
     try:
         getattr(print, attempt)
         out.append("leak " + attempt)
     except BaseException as e:
         out.append(type(e).__name__)
+    print('carried on')
 return out
 """
-    assert ok(await run(program)) == ["AttributeError"] * 6
+    result = await run(program)
+    message = err(result, "forbidden")
+    assert message.endswith('AttributeError: "__class__" is an invalid attribute name'
+                            ' because it starts with "_"')  # fmt: skip
+    assert result.logs == ["probing"]  # output before the denial is kept, none after
+
+
+# Each program catches the denial its own way and would return "survived".
+CAUGHT_DENIALS = [
+    "try:\n    getattr((), '__class__')\nexcept BaseException:\n    pass",
+    "try:\n    getattr((), '__class__', None)\nexcept AttributeError:\n    pass",
+    "for i in range(1):\n    try:\n        getattr((), '__class__')\n    finally:\n        break",
+    "try:\n    '{0.__class__}'.format(1)\nexcept Exception:\n    pass",
+    "import json\ntry:\n    json.dumps = print\nexcept TypeError:\n    pass",
+    "try:\n    tools.echo = 1\nexcept Exception:\n    pass",
+    "try:\n    setattr(tools, 'x', 1)\nexcept Exception:\n    pass",
+    "async def f():\n    pass\nc = f()\ntry:\n    c.send(None)\nexcept Exception:\n    pass",
+    "class C:\n    def __enter__(self):\n        return self\n"
+    "    def __exit__(self, *a):\n        return True\nwith C():\n    getattr(1, '_x')",
+    "try:\n    raise ExceptionGroup('g', [ValueError()])\nexcept* ValueError:\n    getattr(1, '_x')",
+    "def probe():\n    return getattr(1, '__class__')\n"
+    "try:\n    sorted([1, 2], key=lambda x: probe())\nexcept Exception:\n    pass",
+    "import asyncio\nasync def f():\n    getattr(1, '__class__')\n"
+    "t = asyncio.create_task(f())\nawait asyncio.sleep(0.01)",
+    "import asyncio\nasync def f():\n    getattr(1, '__class__')\n"
+    "r = await asyncio.gather(f(), return_exceptions=True)",
+    "import asyncio\nasync def f():\n    getattr(1, '__class__')\ntry:\n"
+    "    async with asyncio.TaskGroup() as tg:\n        tg.create_task(f())\n"
+    "except* Exception:\n    pass",
+    "import asyncio\nasync def f():\n    getattr(1, '__class__')\n"
+    "done, _ = await asyncio.wait([asyncio.create_task(f())])\nfor t in done:\n    t.exception()",
+    "import asyncio\nt = asyncio.create_task(tools.echo({}))\n"
+    "t.add_done_callback(lambda t: getattr(1, '__class__'))\nawait t\nawait asyncio.sleep(0)",
+]
+
+
+@pytest.mark.parametrize("program", CAUGHT_DENIALS)
+async def test_a_caught_denial_still_ends_the_run(run: Run, program: str) -> None:
+    result = await run(program + "\nreturn 'survived'")
+    message = err(result, "forbidden")
+    assert (
+        "invalid attribute name" in message
+        or "cannot be modified" in message
+        or ('"send" of coroutines' in message)
+    ), message
+
+
+async def test_a_denial_inside_code_a_library_calls_is_not_swallowed(run: Run) -> None:
+    # The traceback renderer calls ``str(e)`` and falls back quietly when it fails; a
+    # denial inside ``__str__`` must end the run all the same.
+    program = (
+        "class E(Exception):\n    def __str__(self):\n        return str(getattr(1, '__class__'))\n"
+        "raise E()"
+    )
+    message = err(await run(program), "forbidden")
+    assert message.endswith(
+        "  line 3, in E.__str__\n    return str(getattr(1, '__class__'))\n"
+        'AttributeError: "__class__" is an invalid attribute name because it starts with "_"'
+    ), message
+
+
+async def test_a_denial_reports_the_program_lines_that_led_to_it(run: Run) -> None:
+    program = (
+        "def helper(o):\n    return getattr(o, '__globals__')\nasync def f():\n"
+        "    return helper(print)\nprint('before')\ntry:\n    await f()\nexcept Exception:\n"
+        "    pass"
+    )
+    result = await run(program)
+    assert err(result, "forbidden") == (
+        "Traceback (most recent call last):\n  line 7, in <program>\n    await f()\n"
+        "  line 4, in f\n    return helper(print)\n  line 2, in helper\n"
+        "    return getattr(o, '__globals__')\n"
+        'AttributeError: "__globals__" is an invalid attribute name because it starts with "_"'
+    )
+    assert result.logs == ["before"]
+
+
+@pytest.mark.parametrize(
+    ("program", "fragment"),
+    [
+        ("import random\nrandom._os", '"_os" is an invalid attribute name'),
+        ("import asyncio\nclass Q(asyncio.Queue):\n    pass\nQ()._loop", '"_loop" is an invalid'),
+        ("import asyncio\nclass Q(asyncio.Queue):\n    pass\nQ()._loop = 1", "private attributes"),
+        ("import asyncio\nclass Q(asyncio.Queue):\n    pass\ngetattr(Q(), '_loop', 1)", '"_loop"'),
+        ("import json\nsetattr(json, '_x', 1)", "private attributes of 'ModuleProxy'"),
+        ("t = tools.echo({})\nt._x", '"_x" is an invalid attribute name'),
+        ("from typing import Generic, TypeVar\nT = TypeVar('T')\nclass G(Generic[T]):\n"
+         "    pass\nG._is_protocol", '"_is_protocol" is an invalid'),
+        ("getattr(1, '_x', None)", '"_x" is an invalid attribute name'),
+        ("class A:\n    pass\nA.x = print\ngetattr(A.x, '_x', None)", '"_x" is an invalid'),
+    ],
+)  # fmt: skip
+async def test_private_attributes_of_library_objects_stay_denied(
+    run: Run, program: str, fragment: str
+) -> None:
+    assert fragment in err(await run(program), "forbidden")
+
+
+async def test_hasattr_of_a_denied_name_reads_as_absent(run: Run) -> None:
+    # Probing for a protocol (``hasattr(x, '__iter__')``) is ordinary code, not an attack.
+    assert ok(await run("return [hasattr([], '__iter__'), hasattr(1, '_x')]")) == [False, False]
+
+
+async def test_a_refused_import_stays_catchable(run: Run) -> None:
+    program = "try:\n    import os\nexcept ImportError as e:\n    return str(e)[:24]"
+    assert ok(await run(program)) == 'import of "os" is not al'
 
 
 async def test_functools_wraps_cannot_decorate_foreign_objects(run: Run) -> None:

@@ -135,7 +135,7 @@ async def test_memory_error_in_context_manager_exit(trun: Run) -> None:
 
 
 async def test_recursion_bomb(trun: Run) -> None:
-    message = err(await trun("def f(n):\n    return f(n + 1)\nf(0)"))
+    message = err(await trun("def f(n):\n    return f(n + 1)\nf(0)"), "recursion")
     assert message.startswith(
         "Traceback (most recent call last):\n  line 3, in <program>\n    f(0)\n"
         "  line 2, in f\n    return f(n + 1)\n"
@@ -150,7 +150,7 @@ async def test_recursion_limit_cannot_be_caught(trun: Run) -> None:
         "    except RecursionError:\n        print('caught')\nreturn 'survived'"
     )
     result = await trun(program)
-    assert err(result).endswith("RecursionError: maximum recursion depth exceeded")
+    assert err(result, "recursion").endswith("RecursionError: maximum recursion depth exceeded")
     assert result.logs == []
 
 
@@ -207,7 +207,7 @@ async def test_sub_call_limit_is_terminal(trun: Run) -> None:
         "n = 0\nfor i in range(100):\n    try:\n        await tools.echo({'i': i})\n"
         "        n += 1\n    except Exception:\n        pass\nreturn n"
     )
-    assert err(await trun(program)) == "sub-call limit reached (50 calls per run)"
+    assert err(await trun(program), "sub-call-limit") == "sub-call limit reached (50 calls per run)"
 
 
 # -- abort, disposal, dead workers ------------------------------------------------------

@@ -622,7 +622,7 @@ async def test_sub_call_limit(trun: Run, lang: str) -> None:
             "  try { await tools.echo({i}); n++ } catch {}\n}\nreturn n"
         ),
     }[lang]
-    assert err(await trun(program)) == "sub-call limit reached (50 calls per run)"
+    assert err(await trun(program), "sub-call-limit") == "sub-call limit reached (50 calls per run)"
 
 
 # -- abort and worker death --------------------------------------------------------------

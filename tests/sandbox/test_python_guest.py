@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from sandbox_helpers import Run, err, ok
@@ -48,12 +49,31 @@ async def test_no_return_means_no_value(run: Run) -> None:
 
 
 @pytest.mark.parametrize(
-    "program",
-    ["return {1, 2}", "return float('nan')", "return -0.0", "return {1: 'a'}",
-     "return print", "return float('inf')", "x = []\nx.append(x)\nreturn x"],
-)  # fmt: skip
-async def test_lossy_completion_is_invalid_output(run: Run, program: str) -> None:
-    assert err(await run(program), "invalid-output") == "program completion must be lossless JSON"
+    ("program", "detail"),
+    [
+        ("return {1, 2}", "the program returned a set — return a list (e.g. sorted(...))"),
+        ("return {'tags': {'a'}}", "the program's result at $.tags is a set — return a list"),
+        ("return [1, {'a b': [float('nan')]}]", 'the program\'s result at $[1]["a b"][0] is nan'),
+        ("return float('inf')", "the program returned inf (not a finite number)"),
+        ("return -0.0", "the program returned -0.0 (negative zero) — return 0.0"),
+        ("return {1: 'a'}", "the program's result has a key of type int (1) — use str keys"),
+        ("return {'k': {2: 'a'}}", "result at $.k has a key of type int (2)"),
+        ("return print", "the program returned a function or class"),
+        ("x = []\nx.append(x)\nreturn x", "at $[0] refers back to itself (a cycle)"),
+        ("return tools.echo({})", "the program returned a coroutine — did you forget await?"),
+        ("async def f():\n    pass\nreturn f()", "the program returned a coroutine — did you"),
+        ("return {'c': tools.echo({})}", "result at $.c is a coroutine — did you forget await?"),
+        ("return b'x'", "the program returned bytes — decode it to a str first"),
+        ("import datetime\nreturn datetime.date(2024, 1, 2)", "returned a date — use .isoformat()"),
+        ("class P:\n    pass\nreturn [P()]", "result at $[0] is a P object — return dicts, lists"),
+    ],
+)
+async def test_lossy_completion_names_the_path_the_type_and_the_fix(
+    run: Run, program: str, detail: str
+) -> None:
+    message = err(await run(program), "invalid-output")
+    assert message.startswith("program completion must be lossless JSON: "), message
+    assert detail in message, message
 
 
 async def test_tuples_and_container_subclasses_become_json(run: Run) -> None:
@@ -137,15 +157,67 @@ return await asyncio.gather(*[fetch(i) for i in range(20)])
     assert time.monotonic() - started < 2.5
 
 
-async def test_calls_are_sent_when_made(run: Run) -> None:
+async def test_calls_start_only_when_awaited(run: Run) -> None:
+    # CPython coroutine semantics: creating a call does nothing; awaiting starts it.
+    seen: list[object] = []
+
+    async def record(args: Any) -> Any:
+        seen.append(args["n"])
+        return args["n"]
+
     program = """
-a = tools.delayed({'delay': 0.6, 'value': 'a'})
-b = tools.delayed({'delay': 0.6, 'value': 'b'})
-return [await a, await b]
+a = tools.record({'n': 1})
+b = tools.record({'n': 2})
+tools.record({'n': 3})
+second = await b
+first = await a
+return [first, second]
 """
-    started = time.monotonic()
-    assert ok(await run(program)) == ["a", "b"]
-    assert time.monotonic() - started < 1.1  # overlapped, not 1.2 s back to back
+    result = await run(program, tools={"record": record})
+    assert ok(result) == [1, 2]
+    assert seen == [2, 1]  # in await order; the third call never reached the host
+    assert result.logs == ["1 tool call was never awaited: tools.record ×1"]
+
+
+async def test_a_hundred_thousand_unawaited_calls_make_no_tool_call(run: Run) -> None:
+    seen: list[object] = []
+
+    async def record(args: Any) -> Any:
+        seen.append(args)
+        return None
+
+    program = """
+pending = [tools.record({'i': i}) for i in range(100000)]
+more = [tools.echo({}) for _ in range(3)] + [tools['my-tool']({})]
+print('built', len(pending))
+"""
+    result = await run(program, tools={"record": record, "echo": record, "my-tool": record})
+    assert ok(result) is None and seen == []
+    assert result.logs == [
+        "built 100000",
+        "100004 tool calls were never awaited: tools.record ×100000, tools.echo ×3, "
+        'tools["my-tool"] ×1',
+    ]
+
+
+async def test_arguments_are_read_when_the_call_starts(run: Run) -> None:
+    program = "d = {'n': 1}\nc = tools.echo(d)\nd['n'] = 2\nreturn await c"
+    assert ok(await run(program)) == {"n": 2}
+
+
+async def test_awaiting_a_call_twice_is_a_runtime_error(run: Run) -> None:
+    program = (
+        "c = tools.echo({})\nawait c\ntry:\n    await c\nexcept RuntimeError as e:\n"
+        "    return [str(e), repr(c)]"
+    )
+    assert ok(await run(program)) == [
+        "cannot reuse already awaited coroutine",
+        "<tool call tools.echo>",
+    ]
+
+
+async def test_no_argument_means_an_empty_object(run: Run) -> None:
+    assert ok(await run("return await tools.echo()")) == {}
 
 
 async def test_tool_call_error_carries_tool_name_message_and_code(run: Run) -> None:
@@ -182,17 +254,37 @@ async def test_binding_raising_a_host_bug_is_relayed(run: Run) -> None:
 
 async def test_unknown_tool(run: Run) -> None:
     program = "try:\n    await tools.nope({})\nexcept ToolCallError as e:\n    return [e.toolName, str(e)]"
-    assert ok(await run(program)) == ["nope", 'unknown binding "tools.nope"']
+    assert ok(await run(program)) == [
+        "nope",
+        "unknown tool tools.nope; available: buggy, delayed, echo, fail, my-tool, slow",
+    ]
 
 
 @pytest.mark.parametrize(
-    "call",
-    ["tools.echo()", "tools.echo({1, 2})", "tools.echo({'x': float('nan')})", "tools.echo({1: 2})",
-     "tools.echo({'a': 1}, {'b': 2})", "tools.echo(print)"],
-)  # fmt: skip
-async def test_lossy_arguments_are_rejected(run: Run, call: str) -> None:
+    ("call", "detail"),
+    [
+        ("tools.echo({1, 2})", "arguments is a set — pass a list"),
+        ("tools.echo({'tags': {'a'}})", "arguments.tags is a set — pass a list"),
+        ("tools.echo({'x': [float('nan')]})", "arguments.x[0] is nan (not a finite number)"),
+        ("tools.echo({1: 2})", "arguments has a key of type int (1) — use str keys"),
+        ("tools.echo({'f': print})", "arguments.f is a function or class"),
+        ("tools.echo({'c': tools.echo({})})", "arguments.c is a coroutine — did you forget await?"),
+        ("tools.echo(x=-0.0)", "arguments.x is -0.0 (negative zero) — pass 0.0"),
+    ],
+)
+async def test_lossy_arguments_name_the_key_path(run: Run, call: str, detail: str) -> None:
     program = f"try:\n    await {call}\nexcept TypeError as e:\n    return str(e)"
-    assert ok(await run(program)) == "binding arguments must be lossless JSON"
+    message = ok(await run(program))
+    assert message.startswith(f"binding arguments must be lossless JSON: {detail}"), message
+
+
+async def test_more_than_one_arguments_object_is_a_type_error(run: Run) -> None:
+    program = (
+        "try:\n    await tools.echo({'a': 1}, {'b': 2})\nexcept TypeError as e:\n    return str(e)"
+    )
+    assert ok(await run(program)) == (
+        "tools.echo() takes one dict of arguments (or keyword arguments), got 2 positional"
+    )
 
 
 async def test_lossy_binding_resolution(run: Run) -> None:
@@ -210,10 +302,10 @@ async def test_tools_namespace(run: Run) -> None:
 
 
 async def test_tools_is_read_only(run: Run) -> None:
-    assert err(await run("tools.echo = 1")).endswith(
+    assert err(await run("tools.echo = 1"), "forbidden").endswith(
         "TypeError: '_Namespace' objects cannot be modified by programs"
     )
-    assert "cannot be modified" in err(await run("setattr(tools, 'echo', 1)"))
+    assert "cannot be modified" in err(await run("setattr(tools, 'echo', 1)"), "forbidden")
 
 
 async def test_binding_without_error_class(runtime: PythonRuntime) -> None:
@@ -309,20 +401,20 @@ async def test_chained_exceptions(run: Run) -> None:
 
 
 async def test_syntax_error(run: Run) -> None:
-    assert err(await run("x = 1\ny = = 2\n")) == (
+    assert err(await run("x = 1\ny = = 2\n"), "syntax") == (
         "  line 2\n    y = = 2\n        ^\nSyntaxError: invalid syntax"
     )
 
 
 async def test_policy_error(run: Run) -> None:
-    assert err(await run("x = 1\nreturn x.__class__\n")) == (
+    assert err(await run("x = 1\nreturn x.__class__\n"), "forbidden") == (
         "  line 2\n    return x.__class__\n"
         'SyntaxError: "__class__" is an invalid attribute name because it starts with "_".'
     )
 
 
 async def test_top_level_yield_is_refused(run: Run) -> None:
-    assert "'yield' is not allowed at the top level" in err(await run("yield 1"))
+    assert "'yield' is not allowed at the top level" in err(await run("yield 1"), "syntax")
 
 
 async def test_unrenderable_exception(run: Run) -> None:
@@ -341,3 +433,44 @@ async def test_abort_before_start_uses_no_worker(runtime: PythonRuntime) -> None
     assert result.error is not None and result.error.kind == "abort"
     assert result.error.message == "not today" and result.logs == []
     assert pool.warm_checkouts + pool.cold_checkouts == checkouts
+
+
+async def test_a_result_that_raises_while_read_is_invalid_output(run: Run) -> None:
+    program = "class D(dict):\n    def items(self):\n        raise KeyError('no')\nreturn D(a=1)"
+    message = err(await run(program), "invalid-output")
+    assert message.startswith("program completion must be lossless JSON: reading the result")
+    assert message.endswith("KeyError: 'no'")
+
+
+async def test_writes_cpython_refuses_stay_ordinary_errors(run: Run) -> None:
+    # A tuple or str changed in place is a bug CPython reports itself (catchable), not a
+    # guard denial; a write to a class or module still is one (see the hostile tests).
+    program = """
+out = []
+t = (1, 2)
+for attempt in ['t[0] = 5', 'del t[0]', 's[0] = 1', 'n.attr = 1']:
+    try:
+        if attempt == 't[0] = 5':
+            t[0] = 5
+        elif attempt == 'del t[0]':
+            del t[0]
+        elif attempt == 's[0] = 1':
+            s = 'abc'
+            s[0] = 1
+        else:
+            n = 5
+            n.attr = 1
+    except (TypeError, AttributeError) as e:
+        out.append(type(e).__name__)
+e = ValueError('bad')
+e.status = 404
+try:
+    await tools.fail({})
+except ToolCallError as failure:
+    failure.retry = True
+    out.append(failure.retry)
+return out + [e.status]
+"""
+    assert ok(await run(program)) == [
+        "TypeError", "TypeError", "TypeError", "AttributeError", True, 404,
+    ]  # fmt: skip

@@ -439,3 +439,90 @@ b.v += 1
 return [s.a, s.b, replace(f, a=9).a, frozen, b.v, F.tags]
 """
     assert ok(await run(program)) == [5, "x", 9, "FrozenInstanceError", 5, 3]
+
+
+async def test_a_bounded_fan_out_as_models_write_it(run: Run) -> None:
+    # Semaphore-bounded gather, as_completed, match on the results, namedtuple summary,
+    # a call with no arguments, and except* around a task group.
+    async def job_list(args: object) -> object:
+        assert args == {}
+        return {"jobs": [{"id": i, "state": s} for i, s in enumerate(["ok", "failed", "ok"])]}
+
+    async def job_log(args: dict[str, object]) -> object:
+        return {"id": args["id"], "lines": ["boom"] if args["id"] == 1 else []}
+
+    program = """
+import asyncio
+from collections import namedtuple
+
+Summary = namedtuple("Summary", "ok failed logs")
+
+jobs = (await tools.job_list())["jobs"]
+sem = asyncio.Semaphore(2)
+
+async def fetch(job):
+    async with sem:
+        return job, await tools.job_log({"id": job["id"]})
+
+ok, failed, logs = [], [], {}
+for next_done in asyncio.as_completed([fetch(j) for j in jobs]):
+    job, log = await next_done
+    match job:
+        case {"state": "ok", "id": job_id}:
+            ok.append(job_id)
+        case {"state": "failed", "id": job_id}:
+            failed.append(job_id)
+            logs[str(job_id)] = log["lines"]
+
+try:
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(tools.job_log({"id": "x"}))
+        tg.create_task(tools.nope({}))
+except* ToolCallError as group:
+    print(sorted(e.toolName for e in group.exceptions))
+
+s = Summary(sorted(ok), failed, logs)
+return s._asdict()
+"""
+    result = await run(program, tools={"job_list": job_list, "job_log": job_log})
+    assert ok(result) == {"ok": [0, 2], "failed": [1], "logs": {"1": ["boom"]}}
+    assert result.logs == ["['nope']"]
+
+
+async def test_private_attributes_on_the_programs_own_classes(run: Run) -> None:
+    program = """
+class Base:
+    def __init__(self):
+        self._items = []
+        self._count = 0
+
+    def _check(self, x):
+        return x is not None
+
+class Cache(Base):
+    _registry = {}
+
+    def add(self, x):
+        if super()._check(x):
+            self._items.append(x)
+            self._count += 1
+            Cache._registry[x] = self
+        return self
+
+class NotFound(Exception):
+    def __init__(self, key):
+        super().__init__(key)
+        self._key = key
+
+c = Cache().add('a').add(None).add('b')
+setattr(c, '_extra', 5)
+extra = c._extra
+del c._extra
+try:
+    raise NotFound('k')
+except NotFound as e:
+    key = e._key
+return [c._items, c._count, sorted(Cache._registry), getattr(c, '_count'), extra,
+        hasattr(c, '_extra'), getattr(c, '_nope', 'default'), key]
+"""
+    assert ok(await run(program)) == [["a", "b"], 2, ["a", "b"], 2, 5, False, "default", "k"]

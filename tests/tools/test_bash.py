@@ -182,36 +182,58 @@ def test_render_markers() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "code"),
     [
-        (sh(" "), "invalid command: expected a non-empty string"),
+        (sh(" "), "invalid command: expected a non-empty string", "BASH_INVALID_COMMAND"),
         (
             {"command": "true", "description": ""},
             "invalid description: expected a non-empty string",
+            "BASH_INVALID_DESCRIPTION",
         ),
-        (sh("true", timeoutMs=0), "invalid timeoutMs: expected a positive number, got 0"),
-        (sh("true", timeoutMs=-2.5), "invalid timeoutMs: expected a positive number, got -2.5"),
-        (sh("true", workdir=""), "invalid workdir: expected a non-empty string"),
+        (
+            sh("true", timeoutMs=0),
+            "invalid timeoutMs: expected a positive number, got 0",
+            "BASH_INVALID_TIMEOUT",
+        ),
+        (
+            sh("true", timeoutMs=-2.5),
+            "invalid timeoutMs: expected a positive number, got -2.5",
+            "BASH_INVALID_TIMEOUT",
+        ),
+        (
+            sh("true", workdir=""),
+            "invalid workdir: expected a non-empty string",
+            "BASH_INVALID_WORKDIR",
+        ),
+        (
+            sh("true", workdir="a\x00b"),
+            'invalid workdir: invalid path "a\\u0000b": contains a NUL character',
+            "BASH_INVALID_WORKDIR",
+        ),
         (
             sh("true", run_in_background=True),
             "background jobs unavailable: no JobManager is configured "
             "(pass jobs=JobManager() to tools.default_tools)",
+            "BASH_JOBS_UNAVAILABLE",
         ),
     ],
 )
-async def test_value_errors(harness: Harness, args: dict[str, Any], message: str) -> None:
-    assert error_of(await harness.fail("bash", args)) == (message, None)
+async def test_value_errors(
+    harness: Harness, args: dict[str, Any], message: str, code: str
+) -> None:
+    # Every failure carries a stable code, so hosts and programs need not parse messages.
+    assert error_of(await harness.fail("bash", args)) == (message, code)
 
 
 async def test_workdir_errors(harness: Harness, workspace: Path) -> None:
     (workspace / "file").write_text("")
     assert error_of(await harness.fail("bash", sh("true", workdir="nope"))) == (
         f'invalid workdir: "{workspace / "nope"}" does not exist',
-        None,
+        "BASH_INVALID_WORKDIR",
     )
     assert error_of(await harness.fail("bash", sh("true", workdir="file"))) == (
         f'invalid workdir: "{workspace / "file"}" is not a directory',
-        None,
+        "BASH_INVALID_WORKDIR",
     )
 
 

@@ -67,7 +67,7 @@ async def test_view_range_errors(harness: Harness, workspace: Path) -> None:
     ]
     for view_range, message in cases:
         failed = await edit(harness, command="view", path=str(path), view_range=view_range)
-        assert error_of(failed) == (message, None), view_range
+        assert error_of(failed) == (message, "FS_INVALID_ARGS"), view_range
     failed = await edit(harness, command="view", path=str(path), view_range=["1", 2])
     assert error_of(failed) == (
         'invalid arguments: "view_range[0]" must be an integer',
@@ -92,7 +92,7 @@ async def test_view_directory(harness: Harness, workspace: Path) -> None:
     failed = await edit(harness, command="view", path=ws, view_range=[1, 2])
     assert error_of(failed) == (
         "The `view_range` parameter is not allowed when `path` points to a directory.",
-        None,
+        "FS_INVALID_ARGS",
     )
 
 
@@ -114,10 +114,13 @@ async def test_create(harness: Harness, workspace: Path) -> None:
     failed = await edit(harness, command="create", path=str(path), file_text="x")
     assert error_of(failed) == (
         f"File already exists at: {path}. Cannot overwrite files using command `create`.",
-        None,
+        "FS_ALREADY_EXISTS",
     )
     failed = await edit(harness, command="create", path=str(workspace / "n2"))
-    assert error_of(failed) == ("Parameter `file_text` is required for command: create", None)
+    assert error_of(failed) == (
+        "Parameter `file_text` is required for command: create",
+        "FS_INVALID_ARGS",
+    )
 
 
 async def test_str_replace(harness: Harness, workspace: Path) -> None:
@@ -143,9 +146,15 @@ async def test_str_replace(harness: Harness, workspace: Path) -> None:
     await edit(harness, command="str_replace", path=str(path), old_str="2\n")
     assert path.read_bytes() == b"one\r\none\n"
     failed = await edit(harness, command="str_replace", path=str(path))
-    assert error_of(failed) == ("Parameter `old_str` is required for command: str_replace", None)
+    assert error_of(failed) == (
+        "Parameter `old_str` is required for command: str_replace",
+        "FS_INVALID_ARGS",
+    )
     failed = await edit(harness, command="str_replace", path=str(path), old_str="")
-    assert error_of(failed) == ("Parameter `old_str` is empty for command: str_replace", None)
+    assert error_of(failed) == (
+        "Parameter `old_str` is empty for command: str_replace",
+        "FS_INVALID_ARGS",
+    )
 
 
 async def test_insert(harness: Harness, workspace: Path) -> None:
@@ -159,28 +168,35 @@ async def test_insert(harness: Harness, workspace: Path) -> None:
     assert error_of(failed) == (
         "Invalid `insert_line` parameter: 9. It should be within the range of lines of the "
         "file: [0, 6]",
-        None,
+        "FS_INVALID_ARGS",
     )
     failed = await edit(harness, command="insert", path=str(path), insert_line=-1, new_str="z")
     assert "Invalid `insert_line` parameter: -1." in error_of(failed)[0]
     failed = await edit(harness, command="insert", path=str(path), new_str="z")
-    assert error_of(failed) == ("Parameter `insert_line` is required for command: insert", None)
+    assert error_of(failed) == (
+        "Parameter `insert_line` is required for command: insert",
+        "FS_INVALID_ARGS",
+    )
     failed = await edit(harness, command="insert", path=str(path), insert_line=1)
-    assert error_of(failed) == ("Parameter `new_str` is required for command: insert", None)
+    assert error_of(failed) == (
+        "Parameter `new_str` is required for command: insert",
+        "FS_INVALID_ARGS",
+    )
 
 
 async def test_path_and_file_errors(harness: Harness, workspace: Path) -> None:
     (workspace / "d").mkdir()
     (workspace / "bin").write_bytes(b"\x00")
     (workspace / "latin").write_bytes(b"\xe9")
+    # Relative paths are workspace-relative (and shown absolute).
     failed = await edit(harness, command="view", path="rel/x")
     assert error_of(failed) == (
-        "The path rel/x is not an absolute path, it should start with `/`. Maybe you meant /rel/x?",
-        None,
+        f"The path {workspace / 'rel/x'} does not exist. Please provide a valid path.",
+        "FS_NOT_FOUND",
     )
     assert error_of(await edit(harness, command="view", path="  ")) == (
         "path must be a non-empty string",
-        None,
+        "FS_INVALID_ARGS",
     )
     missing = workspace / "missing"
     for command in ("view", "str_replace", "insert"):
@@ -272,3 +288,47 @@ async def test_cards_and_concurrency(harness: Harness) -> None:
     assert mode("view") == "parallel"
     assert mode("create") == "exclusive"
     assert mode("str_replace") == "exclusive"
+
+
+async def test_relative_paths_are_workspace_relative(harness: Harness, workspace: Path) -> None:
+    created = await edit(harness, command="create", path="pkg/mod.py", file_text="x = 1\n")
+    assert created.value == f"New file created successfully at: {workspace / 'pkg/mod.py'}"
+    await edit(harness, command="str_replace", path="pkg/mod.py", old_str="1", new_str="2")
+    await edit(harness, command="insert", path="./pkg/mod.py", insert_line=0, new_str="# top")
+    viewed = await edit(harness, command="view", path="pkg/mod.py")
+    assert viewed.value.endswith("     1  # top\n     2  x = 2\n     3  \n")
+    assert (workspace / "pkg/mod.py").read_text() == "# top\nx = 2\n"
+
+
+async def test_the_maybe_you_meant_hint_stays_inside(
+    harness: Harness, workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("app\n")
+    # "/src/app.py" written as if the workspace were "/": the hint names the inside file.
+    failed = await edit(harness, command="view", path="/src/app.py")
+    message, code = error_of(failed)
+    assert code == "FS_OUTSIDE_WORKSPACE"
+    assert message.endswith(f" Maybe you meant {workspace / 'src/app.py'}?")
+    # No hint when the workspace has no such path, or when it would lead out through a link.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret").write_text("s\n")
+    (workspace / "etc").symlink_to(tmp_path / "elsewhere")
+    for raw in ("/nope/app.py", "/etc/secret"):
+        message, code = error_of(await edit(harness, command="view", path=raw))
+        assert code == "FS_OUTSIDE_WORKSPACE" and "Maybe you meant" not in message, message
+
+
+async def test_listing_of_a_huge_directory_is_the_clipped_sorted_prefix(
+    harness: Harness, workspace: Path
+) -> None:
+    names = [f"n{i:05d}" for i in range(3000)]
+    for name in reversed(names):
+        (workspace / name).write_text("")
+    value = (await edit(harness, command="view", path=".")).value
+    ws = str(workspace)
+    body = "\n".join([f"d\t{ws}", *(f"f\t{ws}/{name}" for name in names)]) + "\n"
+    assert value == (
+        f"Here're the files and directories up to 2 levels deep in {ws}, excluding hidden "
+        "items, node_modules, and Python cache directories:\n" + body[:16000] + CLIP_NOTE + "\n"
+    )

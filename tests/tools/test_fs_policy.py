@@ -31,7 +31,7 @@ async def test_overwrite_requires_a_read(policy_harness: Harness, workspace: Pat
     denied = await policy_harness.fail("write", {"file_path": "f.txt", "content": "x"})
     assert error_of(denied) == (
         f'cannot overwrite existing "{path}" without reading it first{remedy("read")}',
-        None,
+        "FS_NOT_OBSERVED",
     )
     assert path.read_text() == "original\n"
     await policy_harness.ok("read", {"file_path": "f.txt"})
@@ -44,7 +44,10 @@ async def test_edit_requires_a_read(policy_harness: Harness, workspace: Path) ->
     path.write_text("original\n")
     args = {"file_path": "f.txt", "old_string": "original", "new_string": "new"}
     denied = await policy_harness.fail("edit", args)
-    assert error_of(denied) == (f'edit requires reading "{path}" first{remedy("read")}', None)
+    assert error_of(denied) == (
+        f'edit requires reading "{path}" first{remedy("read")}',
+        "FS_NOT_OBSERVED",
+    )
     await policy_harness.ok("read", {"file_path": "f.txt", "limit": 1})
     await policy_harness.ok("edit", args)
     assert path.read_text() == "new\n"
@@ -61,20 +64,20 @@ async def test_changes_on_disk_make_the_read_stale(
     denied = await policy_harness.fail("write", {"file_path": "f.txt", "content": "x"})
     assert error_of(denied) == (
         f'cannot write "{path}": file changed since it was read{remedy("reread")}',
-        None,
+        "FS_STALE_VERSION",
     )
     denied = await policy_harness.fail(
         "edit", {"file_path": "f.txt", "old_string": "v2", "new_string": "v3"}
     )
     assert error_of(denied) == (
         f'cannot edit "{path}": file changed since it was read{remedy("reread")}',
-        None,
+        "FS_STALE_VERSION",
     )
     os.unlink(path)
     denied = await policy_harness.fail("write", {"file_path": "f.txt", "content": "x"})
     assert error_of(denied) == (
         f'cannot write "{path}": file no longer exists{remedy("reread")}',
-        None,
+        "FS_STALE_VERSION",
     )
 
 
@@ -84,7 +87,7 @@ async def test_seen_absent(policy_harness: Harness, workspace: Path) -> None:
     denied = await policy_harness.fail(
         "edit", {"file_path": "ghost.txt", "old_string": "a", "new_string": "b"}
     )
-    assert error_of(denied) == (f'cannot edit "{path}": not found', None)
+    assert error_of(denied) == (f'cannot edit "{path}": not found', "FS_NOT_FOUND")
     # Someone else created it after the scope saw it missing: read first.
     path.write_text("surprise\n")
     denied = await policy_harness.fail("write", {"file_path": "ghost.txt", "content": "x"})
@@ -116,18 +119,24 @@ async def test_editor_commands(policy_harness: Harness, workspace: Path) -> None
     path.write_text("alpha\n")
     replace = {"command": "str_replace", "path": str(path), "old_str": "alpha", "new_str": "beta"}
     denied = await policy_harness.fail("str_replace_editor", replace)
-    assert error_of(denied) == (f'edit requires reading "{path}" first', None)
+    assert error_of(denied) == (f'edit requires reading "{path}" first', "FS_NOT_OBSERVED")
     await policy_harness.ok("str_replace_editor", {"command": "view", "path": str(path)})
     path.write_text("alpha!\n")
     denied = await policy_harness.fail("str_replace_editor", replace)
-    assert error_of(denied) == (f'cannot write "{path}": file changed since it was read', None)
+    assert error_of(denied) == (
+        f'cannot write "{path}": file changed since it was read',
+        "FS_STALE_VERSION",
+    )
     await policy_harness.ok("read", {"file_path": str(path)})
     await policy_harness.ok("str_replace_editor", replace)
     insert = {"command": "insert", "path": str(path), "insert_line": 0, "new_str": "top"}
     await policy_harness.ok("str_replace_editor", insert)  # its own edit was recorded
     missing = {"command": "insert", "path": str(workspace / "m"), "insert_line": 0, "new_str": "x"}
     denied = await policy_harness.fail("str_replace_editor", missing)
-    assert error_of(denied) == (f'edit requires reading "{workspace / "m"}" first', None)
+    assert error_of(denied) == (
+        f'edit requires reading "{workspace / "m"}" first',
+        "FS_NOT_OBSERVED",
+    )
     # create refuses existing files by itself and needs no read for new ones.
     create = {"command": "create", "path": str(workspace / "c.txt"), "file_text": "c"}
     await policy_harness.ok("str_replace_editor", create)
@@ -143,7 +152,7 @@ async def test_disposer_removes_the_policy(policy_harness: Harness, workspace: P
 
 async def test_bad_arguments_reach_the_tool(policy_harness: Harness) -> None:
     failed = await policy_harness.fail("write", {"file_path": "", "content": "x"})
-    assert error_of(failed) == ("file_path must be a non-empty string", None)
+    assert error_of(failed) == ("file_path must be a non-empty string", "FS_INVALID_ARGS")
     failed = await policy_harness.fail("write", {"file_path": "../x", "content": "x"})
     assert error_of(failed)[1] == "FS_OUTSIDE_WORKSPACE"
 
@@ -158,3 +167,21 @@ def test_one_policy_one_workspace(tmp_path: Path) -> None:
     default_tools(tmp_path / "a", fs_policy=policy)
     with pytest.raises(ValueError, match="serves one workspace"):
         default_tools(tmp_path / "b", fs_policy=policy)
+
+
+async def test_install_and_dispose_switch_enforcement(workspace: Path, output_dir: Path) -> None:
+    from tools import FsObservationPolicy
+
+    (workspace / "f.txt").write_text("x\n")
+    policy = FsObservationPolicy()
+    h = Harness(workspace, output_dir, fs_policy=policy)
+    # Recording without install enforces nothing.
+    await h.ok("write", {"file_path": "f.txt", "content": "y\n"})
+    (workspace / "f.txt").write_text("changed behind its back\n")
+    dispose = policy.install(h.rt)
+    denied = await h.fail("write", {"file_path": "f.txt", "content": "z\n"})
+    assert error_of(denied)[1] == "FS_STALE_VERSION"
+    dispose()
+    dispose()  # idempotent
+    await h.ok("write", {"file_path": "f.txt", "content": "z\n"})
+    assert (workspace / "f.txt").read_text() == "z\n"

@@ -162,7 +162,7 @@ async def test_window_across_chunk_boundaries(harness: Harness, workspace: Path)
     ],
 )
 async def test_value_errors(harness: Harness, args: dict[str, object], message: str) -> None:
-    assert error_of(await harness.fail("read", args)) == (message, None)
+    assert error_of(await harness.fail("read", args)) == (message, "FS_INVALID_ARGS")
 
 
 @pytest.mark.parametrize(

@@ -104,10 +104,13 @@ async def test_errors(
     (workspace / "huge.png").write_bytes(png(9000, 1))
     (workspace / "cut.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     cases = [
-        ({"file_path": " "}, ("file_path must be a non-empty string", None)),
+        ({"file_path": " "}, ("file_path must be a non-empty string", "FS_INVALID_ARGS")),
         (
             {"file_path": "notes.txt"},
-            ('cannot read "notes.txt": read_image only accepts PNG/JPEG/WebP/GIF paths', None),
+            (
+                'cannot read "notes.txt": read_image only accepts PNG/JPEG/WebP/GIF paths',
+                "FS_INVALID_ARGS",
+            ),
         ),
         (
             {"file_path": "missing.png"},
@@ -123,7 +126,7 @@ async def test_errors(
                 f'cannot read "{workspace / "fake.png"}": the .png extension declares image/png, '
                 "but the bytes use a different image format; rename the file to match its actual "
                 "format if it is PNG/JPEG/WebP/GIF, or convert it to one of those formats",
-                None,
+                "FS_NOT_IMAGE",
             ),
         ),
         (
@@ -131,14 +134,14 @@ async def test_errors(
             (
                 f'cannot read "{workspace / "huge.png"}": at least one image side exceeds the '
                 "8000px limit; downscale the image and read the smaller copy",
-                None,
+                "FS_TOO_LARGE",
             ),
         ),
         (
             {"file_path": "cut.png"},
             (
                 f'cannot read "{workspace / "cut.png"}": the image header is corrupt or truncated',
-                None,
+                "FS_NOT_IMAGE",
             ),
         ),
         ({}, ('invalid arguments: missing required property "file_path"', "INVALID_ARGS")),

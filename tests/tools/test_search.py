@@ -81,8 +81,9 @@ async def test_glob_path_forms(harness: Harness, workspace: Path) -> None:
     assert absolute.value == {"root": "src", "paths": ["src/a.py", "src/deep/b.py"]}
     whole = await harness.ok("glob", {"pattern": "*.py", "path": str(workspace)})
     assert whole.value == {"root": ".", "paths": ["src/a.py", "src/deep/b.py", "top.py"]}
+    # ripgrep is handed the resolved path, so "." prints as workspace-relative as the rest.
     dot = await harness.ok("glob", {"pattern": "top.py", "path": "."})
-    assert dot.value == {"root": ".", "paths": ["./top.py"]}  # as ripgrep prints it
+    assert dot.value == {"root": ".", "paths": ["top.py"]}
 
 
 async def test_glob_no_results(harness: Harness) -> None:
@@ -155,11 +156,11 @@ async def test_glob_every_path_its_own_group(workspace: Path, output_dir: Path) 
 async def test_glob_errors(harness: Harness, workspace: Path) -> None:
     assert error_of(await harness.fail("glob", {"pattern": "  "})) == (
         "pattern must be a non-empty string",
-        None,
+        "SEARCH_INVALID_ARGS",
     )
     assert error_of(await harness.fail("glob", {"pattern": "*", "path": ""})) == (
         "path must be a non-empty string when given",
-        None,
+        "SEARCH_INVALID_ARGS",
     )
     message, code = error_of(await harness.fail("glob", {"pattern": "["}))
     assert code == "SEARCH_INVALID_PATTERN"
@@ -337,7 +338,7 @@ async def test_grep_non_utf8_line(harness: Harness, workspace: Path) -> None:
     ],
 )
 async def test_grep_value_errors(harness: Harness, args: dict[str, Any], message: str) -> None:
-    assert error_of(await harness.fail("grep", args)) == (message, None)
+    assert error_of(await harness.fail("grep", args)) == (message, "SEARCH_INVALID_ARGS")
 
 
 async def test_grep_ripgrep_errors(harness: Harness) -> None:
@@ -441,16 +442,26 @@ async def test_glob_groups_are_relative_to_the_root(workspace: Path, output_dir:
     )
 
 
-async def test_timeout_policy_stops_a_hung_search(workspace: Path, tmp_path: Path) -> None:
+async def test_timeout_policy_stops_a_hung_search(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import anyio
 
+    import tools._rg
     from engine import ToolExecutionInput, ToolRuntime
     from engine.policies import LocalSpillStore, TimeoutPolicy
     from tools._config import ToolsConfig
     from tools._grep import build_grep
     from tools._paths import Workspace
 
-    os.mkfifo(workspace / "pipe")  # ripgrep blocks reading a FIFO with no writer
+    # A search command that never finishes (FIFOs, the old way to hang ripgrep, are now
+    # refused up front); unconfined, since the stand-in is a shell script.
+    hung = tmp_path / "hung-rg"
+    hung.write_text("#!/bin/sh\nexec sleep 60\n")
+    hung.chmod(0o755)
+    monkeypatch.setattr(tools._rg, "rg_executable", lambda: str(hung))
+    monkeypatch.setattr(tools._rg, "landlock_abi", lambda: 0)
+    (workspace / "f").write_text("x\n")
     cfg = ToolsConfig(
         workspace=Workspace(workspace),
         spill_store=LocalSpillStore(tmp_path / "spill"),
@@ -465,8 +476,25 @@ async def test_timeout_policy_stops_a_hung_search(workspace: Path, tmp_path: Pat
             ToolExecutionInput(
                 call_id="t",
                 name="grep",
-                arguments={"pattern": "x", "path": "pipe"},
+                arguments={"pattern": "x", "path": "f"},
                 signal=AbortController().signal,
             )
         )
     assert error_of(result) == ("tool call timed out after 300ms", "TOOL_TIMEOUT")
+
+
+async def test_confined_spawners_are_bounded(tmp_path: Path) -> None:
+    """Each searched root gets a Landlock-restricted spawner thread; they do not pile up."""
+    import tools._rg
+
+    if tools._rg.landlock_abi() == 0:
+        pytest.skip("this kernel has no Landlock")
+    for i in range(tools._rg._MAX_SPAWNERS + 4):
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        (ws / "f.txt").write_text(f"hit {i}\n")
+        h = Harness(ws, tmp_path / f"rt{i}")
+        value = (await h.ok("grep", {"pattern": "hit"})).value
+        assert value == {"matches": [{"path": "f.txt", "lineNumber": 1, "line": f"hit {i}"}]}
+    assert len(tools._rg._spawners) == tools._rg._MAX_SPAWNERS
+    assert str(tmp_path / "ws0") not in tools._rg._spawners

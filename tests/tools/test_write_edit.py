@@ -94,7 +94,7 @@ async def test_write_errors(harness: Harness, workspace: Path) -> None:
     (workspace / "file").write_text("x")
     assert error_of(await harness.fail("write", {"file_path": " ", "content": ""})) == (
         "file_path must be a non-empty string",
-        None,
+        "FS_INVALID_ARGS",
     )
     assert error_of(await harness.fail("write", {"file_path": "d", "content": ""})) == (
         f'cannot write "{workspace / "d"}": not a regular file',
@@ -188,7 +188,7 @@ async def test_edit_keeps_crlf_style_and_drops_bom(harness: Harness, workspace: 
     ],
 )
 async def test_edit_value_errors(harness: Harness, args: dict[str, object], message: str) -> None:
-    assert error_of(await harness.fail("edit", args)) == (message, None)
+    assert error_of(await harness.fail("edit", args)) == (message, "FS_INVALID_ARGS")
 
 
 @pytest.mark.parametrize(
