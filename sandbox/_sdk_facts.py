@@ -25,9 +25,7 @@ _TS_SYNTAX = (
     "compiled; namespaces with values, decorators and `import`/`export` are refused."
 )
 _TS_CALLS = "A tool call starts when made; `await` it, or `Promise.all` several."
-_PY_LAZY_CALLS = (
-    "A tool call is a lazy coroutine: it runs only once awaited, gathered or made a task."
-)
+_PY_LAZY_CALLS = "Tool calls are lazy coroutines: they run once awaited, gathered or made tasks."
 _PY_EAGER_CALLS = "A tool call starts when made; `await` it, or `asyncio.gather` several."
 _PY_ASYNCIO_FALLBACK = ("gather", "sleep")
 
@@ -43,7 +41,8 @@ def _limits(limits: Limits) -> dict[str, Any]:
 
 
 def _python_asyncio() -> list[str]:
-    """The facade's callables and classes (exceptions and constants go unsaid)."""
+    """The facade's callables and classes (exceptions, constants and ``is*`` predicates go
+    unsaid: the block lists what a program builds concurrency from)."""
     try:
         module = importlib.import_module("sandbox._py_asyncio")
         facade = module.make_asyncio(lambda exc: None)
@@ -53,7 +52,9 @@ def _python_asyncio() -> list[str]:
     kept = []
     for name in names:
         value = getattr(facade, name, None)
-        if name.isupper() or (isinstance(value, type) and issubclass(value, BaseException)):
+        if name.isupper() or name.startswith("is"):
+            continue
+        if isinstance(value, type) and issubclass(value, BaseException):
             continue
         kept.append(name)
     return kept or list(_PY_ASYNCIO_FALLBACK)

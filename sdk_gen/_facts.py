@@ -66,7 +66,7 @@ def _limits(limits: Mapping[str, Any]) -> str | None:
         ("compute_ms", lambda v: f"{_seconds(v)} CPU (awaiting tools is free)"),
         ("wall_ms", lambda v: f"{_seconds(v)} wall"),
         ("memory_bytes", lambda v: f"{_bytes(v)} memory"),
-        ("output_bytes", lambda v: f"{_bytes(v)} output (logs + result)"),
+        ("output_bytes", lambda v: f"{_bytes(v)} output"),
         ("sub_calls", lambda v: f"{int(v):,} tool calls"),
     )
     for key, render in renderers:
@@ -75,7 +75,7 @@ def _limits(limits: Mapping[str, Any]) -> str | None:
             parts.append(render(value))
     if not parts:
         return None
-    return "Limits per run (terminal, even if caught): " + ", ".join(parts) + "."
+    return "Limits per run, terminal even if caught: " + ", ".join(parts) + "."
 
 
 def _code(names: list[str]) -> str:
@@ -92,7 +92,7 @@ def render_facts(facts: Mapping[str, Any] | None, language: str, *, open_args: b
         lines.append(syntax)
     modules = _names(facts.get("modules"))
     if modules:
-        lines.append(f"Importable modules (no others): {', '.join(modules)}.")
+        lines.append(f"Modules (no others): {', '.join(modules)}.")
     asyncio = _names(facts.get("asyncio"))
     if asyncio:
         lines.append(f"`asyncio` offers {', '.join(asyncio)}.")
@@ -109,10 +109,10 @@ def render_facts(facts: Mapping[str, Any] | None, language: str, *, open_args: b
         lines.append(f"Workspace: `{workspace}`; file tools take paths relative to it.")
     guarded = _names(facts.get("read_before_write"))
     if guarded:
-        lines.append(f"{_code(guarded)} change an existing file only after a `read` of it.")
+        lines.append(f"{_code(guarded)} change an existing file only after a `read`.")
     if open_args:
         mark = _CLOSED_MARK.get(language, "closed")
-        lines.append(f"Argument objects also take undeclared keys unless marked {mark}.")
+        lines.append(f"Argument objects take undeclared keys unless marked {mark}.")
     if not lines:
         return ""
     return "Sandbox facts:\n" + "".join(f"- {line}\n" for line in lines) + "\n"

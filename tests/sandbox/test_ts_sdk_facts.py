@@ -30,8 +30,8 @@ def test_the_limits_in_force_are_stated(
 ) -> None:
     section = sdk_section(runtime_class(LIMITS))
     assert (
-        "- Limits per run (terminal, even if caught): 7 s CPU (awaiting tools is free), 90 s "
-        "wall, 256 MiB memory, 2 MiB output (logs + result), 321 tool calls.\n"
+        "- Limits per run, terminal even if caught: 7 s CPU (awaiting tools is free), 90 s "
+        "wall, 256 MiB memory, 2 MiB output, 321 tool calls.\n"
     ) in section
     # The block sits between the usage bullets and the declarations, once.
     assert section.count("Sandbox facts:\n") == 1
@@ -40,7 +40,7 @@ def test_the_limits_in_force_are_stated(
 
 def test_python_lists_the_allow_list_it_runs_with() -> None:
     section = sdk_section(PythonRuntime(LIMITS))
-    assert f"- Importable modules (no others): {', '.join(ALLOWED_MODULES)}.\n" in section
+    assert f"- Modules (no others): {', '.join(ALLOWED_MODULES)}.\n" in section
     asyncio_line = next(line for line in section.splitlines() if line.startswith("- `asyncio`"))
     assert {"gather", "sleep"} <= set(
         asyncio_line.removesuffix(".").split(" offers ")[1].split(", ")
@@ -52,7 +52,7 @@ def test_typescript_states_its_syntax_and_call_semantics() -> None:
     assert "enums and constructor parameter properties are compiled" in section
     assert "namespaces with values, decorators and `import`/`export` are refused" in section
     assert "- A tool call starts when made; `await` it, or `Promise.all` several.\n" in section
-    assert "Importable modules" not in section
+    assert "Modules (no others)" not in section
 
 
 def test_host_facts_name_the_workspace_and_the_read_before_write_tools() -> None:
@@ -60,4 +60,4 @@ def test_host_facts_name_the_workspace_and_the_read_before_write_tools() -> None
         TypeScriptRuntime(LIMITS), workspace="/srv/repo", read_before_write=["edit", "write"]
     )
     assert "- Workspace: `/srv/repo`; file tools take paths relative to it.\n" in section
-    assert "- `edit` and `write` change an existing file only after a `read` of it.\n" in section
+    assert "- `edit` and `write` change an existing file only after a `read`.\n" in section
