@@ -411,7 +411,7 @@ def test_argument_classes_are_open_by_the_stated_rule_and_closed_ones_say_so() -
     }
     open_output = {"type": "object", "properties": {"b": {"type": "string"}}}
     section = render_sdk([SdkTool("t", "", closed_args, open_output)], "python")
-    assert "- Argument objects also take undeclared keys unless marked `# closed`." in section
+    assert "- Argument objects take undeclared keys unless marked `# closed`." in section
     assert "class TArgs(TypedDict):\n    a: NotRequired[str]\n    # closed\n" in section
     # Outputs keep their own note: the rule speaks of arguments only.
     assert (

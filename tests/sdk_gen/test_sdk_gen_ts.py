@@ -455,7 +455,7 @@ def test_argument_objects_are_open_by_the_stated_rule_and_closed_ones_say_so() -
     }
     open_output = {"type": "object", "properties": {"b": {"type": "string"}}}
     section = render_sdk([SdkTool("t", "", closed_args, open_output)], "typescript")
-    assert "- Argument objects also take undeclared keys unless marked `// closed`." in section
+    assert "- Argument objects take undeclared keys unless marked `// closed`." in section
     assert "  t: { // closed\n    a?: string;\n  };\n" in section
     # Outputs keep the exact type: the rule speaks of arguments only.
     assert "  t: {\n    b?: string;\n  } & Record<string, JsonValue>;\n" in section
