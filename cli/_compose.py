@@ -146,6 +146,9 @@ async def open_session(
             runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
         else:
             runtime = ToolRuntime(mode="native")
+        # The SDK's facts block: where relative paths resolve, and which tools refuse to
+        # change a file the run has not read (tools/_fs_policy.py).
+        runtime.sdk_facts.update(workspace=str(workspace), read_before_write=["edit", "write"])
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")
         SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)

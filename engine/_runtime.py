@@ -51,6 +51,9 @@ class ToolRuntime:
         self._registry = Registry(self._hooks, mode, self._run_code_definition)
         self._pipeline = Pipeline(self._registry, self._hooks, approval)
         self._run_code_cache: dict[str, ToolDefinition] = {}
+        # Host facts for the SDK's "sandbox facts" block (e.g. ``workspace``,
+        # ``read_before_write``); merged over the code runtime's own ``sdk_facts()``.
+        self.sdk_facts: dict[str, Any] = {}
 
     # ------------------------------------------------------------ configuration
 
@@ -163,9 +166,17 @@ class ToolRuntime:
         if mode == "native":
             return {"tools:code-only": "", "tools:sdk": ""}
         runtime = self._require_code_runtime(mode)
+        # `sdk_facts()` is optional on the CodeRuntime seam; a runtime without it (or one
+        # that fails) simply states no facts of its own.
+        facts_of = getattr(runtime, "sdk_facts", None)
+        try:
+            facts: dict[str, Any] = dict(facts_of()) if callable(facts_of) else {}
+        except Exception:
+            facts = {}
+        facts.update(self.sdk_facts)
         return {
             "tools:code-only": CODE_ONLY_INSTRUCTION if mode == "code" else "",
-            "tools:sdk": render_sdk(self.sdk_tools(scope), runtime.language),
+            "tools:sdk": render_sdk(self.sdk_tools(scope), runtime.language, facts),
         }
 
     def execution_mode(self, input_: ToolExecutionInput) -> str:

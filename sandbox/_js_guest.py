@@ -27,7 +27,9 @@ Every slice runs under ``set_time_limit`` with the compute budget still left, an
 whole slice is charged to it. Three things end a run for good whatever the program
 catches: the budget (QuickJS's interrupt is uncatchable), memory (QuickJS lets programs
 catch that, so every ``catch`` clause and rejection handler hands its value to a guard,
-see ``_js_catch.py``, and the heap is probed between jobs) and an output flood (the
+see ``_js_catch.py``, and the heap is probed between jobs), a stack overflow (the same
+guard spots QuickJS's stack-less ``RangeError``; kind ``recursion``, as Python's
+``RecursionError``), a write to ``tools`` (kind ``forbidden``) and an output flood (the
 ledger below). A program that swallows what a doomed run throws at it keeps running
 only until its slice ends or its budget runs out; the first cause is what is reported.
 
@@ -75,12 +77,13 @@ MIN_MEMORY_BYTES: Final = 8 << 20  # the context and prelude take about 1 MiB
 OUTPUT_EXCEEDED: Final = "outer output exceeded {} bytes"
 COMPUTE_EXHAUSTED: Final = "compute budget exhausted ({}ms busy)"
 MEMORY_EXCEEDED: Final = "memory limit exceeded ({} bytes)"
+RECURSION_EXCEEDED: Final = "RangeError: Maximum call stack size exceeded (recursion too deep)"
 # A program awaiting something nothing can settle; the reference reports the worker's
 # clean exit the same way.
 STALLED: Final = "worker exited with code 0 before completing"
 
-_OP_FLAGS, _OP_INSTALL, _OP_RUN, _OP_SETTLE, _OP_POLL, _OP_FIRE_TIMER = range(6)
-_FLAG_OOM, _FLAG_OUTPUT = 1, 2
+_OP_FLAGS, _OP_INSTALL, _OP_RUN, _OP_SETTLE, _OP_POLL, _OP_FIRE_TIMER, _OP_FORBIDDEN = range(7)
+_FLAG_OOM, _FLAG_OUTPUT, _FLAG_RECURSION, _FLAG_FORBIDDEN = 1, 2, 4, 8
 _STACK_TRACE_LIMIT = 64  # prelude frames count too; only program frames are shown
 _HOUSEKEEPING_SECONDS = 5.0  # flags/poll run under their own limit, charged as busy time
 _JOBS_BETWEEN_FLAG_CHECKS = 256
@@ -389,6 +392,14 @@ class JsGuest:
             return 0
         if flags & _FLAG_OOM:
             self._fail("memory", MEMORY_EXCEEDED.format(self._limits.memory_bytes))
+        elif flags & _FLAG_RECURSION:
+            self._fail("recursion", RECURSION_EXCEEDED)
+        elif flags & _FLAG_FORBIDDEN:
+            try:
+                message = str(self._housekeeping(_OP_FORBIDDEN))
+            except _quickjs.JSException:
+                message = "a guard denied access"
+            self._fail("forbidden", _clean(message))
         elif flags & _FLAG_OUTPUT:
             self._fail("output-limit", OUTPUT_EXCEEDED.format(self._limits.max_output_bytes))
         return flags

@@ -13,9 +13,10 @@
 // render them as `    at <program>:LINE` or `    at name (<program>:LINE)`.
 //
 // Host ops (Python calls `host(op, ...)`): 0 FLAGS -> bit 1 out of memory, bit 2 output
-// flood; 1 INSTALL(bindingsJson); 2 RUN(source, lines, guardName); 3 SETTLE(id, ok,
+// flood, bit 4 stack overflow, bit 8 a denied write to a binding namespace (the message is
+// FORBIDDEN_MESSAGE, read with op 6); 1 INSTALL(bindingsJson); 2 RUN(source, lines, guardName); 3 SETTLE(id, ok,
 // payloadJsonOrMessage, code); 4 POLL -> JSON {logs, calls, state, timer, outstanding};
-// 5 FIRE_TIMER -> 1 when a due timer ran.
+// 5 FIRE_TIMER -> 1 when a due timer ran; 6 FORBIDDEN_MESSAGE -> the first denial's text.
 (function setup(makeInspect, configJson) {
   "use strict";
   const { apply: ReflectApply, ownKeys: ReflectOwnKeys } = Reflect;
@@ -31,6 +32,8 @@
 
   const global = globalThis;
   const OrigError = Error, OrigTypeError = TypeError, OrigRangeError = RangeError;
+  const OrigSyntaxError = SyntaxError, RangeErrorPrototype = RangeError.prototype;
+  const ObjectFreeze = Object.freeze, OrigProxy = Proxy;
   const OrigPromise = Promise, OrigString = String, OrigMap = Map, OrigSet = Set;
   const OrigEval = eval, NumberIsFinite = Number.isFinite;
   const ErrorPrototype = Error.prototype, ArrayPrototype = Array.prototype;
@@ -59,7 +62,9 @@
   const LINE_BASE = config.pad + 1;  // the wrapper's line; program line N is LINE_BASE + N
   const PAD = StringRepeat("\n", config.pad);
   const MAX_LOG_UNITS = config.maxOutputBytes;
-  const OOM = 1, OUTPUT = 2;
+  const OOM = 1, OUTPUT = 2, RECURSION = 4, FORBIDDEN = 8;
+  // What quickjs-ng throws when the native stack runs out (a RangeError with no stack).
+  const STACK_OVERFLOW = "Maximum call stack size exceeded";
   const INVALID_OUTPUT = "program completion must be lossless JSON";
   const BAD_ARGS = "binding arguments must be lossless JSON";
   const BAD_RESOLUTION = "binding resolution must be lossless JSON";
@@ -68,7 +73,7 @@
   const MEMORY_EXCEEDED = `memory limit exceeded (${config.memoryBytes} bytes)`;
 
   // -- run state --------------------------------------------------------------------
-  let flags = 0, state = null, programLines = 0, compiling = false;
+  let flags = 0, state = null, programLines = 0, compiling = false, forbidden = "";
   let nextCallId = 0, outstanding = 0, logUnits = 2, timerSeq = 0;
   const logs = list(), outbox = list();
   const pending = ObjectCreate(null), timers = ObjectCreate(null);
@@ -147,12 +152,31 @@
   // allocate one. Every caught or uncaught value passes through here (catch clauses are
   // rewritten to call it, see _js_catch.py), so a caught memory failure still ends the
   // run. A program's own `throw null` is reported as one too.
+  // A stack overflow is terminal the same way (Python's RecursionError is): the engine's
+  // own RangeError carries no stack, which tells it from a program's `new RangeError(...)`.
   function guard(value) {
     if (value === null) {
       flags |= OOM;
-    } else if (typeof value === "object" && ObjectGetPrototypeOf(value) === InternalErrorPrototype) {
-      try { if (value.message === "out of memory") flags |= OOM; } catch {}
+    } else if (typeof value === "object") {
+      const proto = ObjectGetPrototypeOf(value);
+      if (proto === InternalErrorPrototype) {
+        try { if (value.message === "out of memory") flags |= OOM; } catch {}
+      } else if (proto === RangeErrorPrototype) {
+        try {
+          if (value.message === STACK_OVERFLOW && !isRaw(stackGet(value))) flags |= RECURSION;
+        } catch {}
+      }
     }
+    return value;
+  }
+  // What catch clauses and rejection handlers call: once the run is doomed (memory,
+  // output flood, stack overflow, a denial), handing the value on would let a
+  // `for (;;) try {...} catch {}` spin on until the compute budget's interrupt, which is
+  // not a reliable end (see the stack hook above: the engine swallows an interrupt that
+  // lands in some of its own machinery); rethrowing ends the slice, which reports the flag.
+  function programGuard(value) {
+    guard(value);
+    if (flags !== 0) throw value;
     return value;
   }
   // Rejection handlers (`.catch`, `.then(_, f)`, and those Promise.all/allSettled/...
@@ -162,7 +186,7 @@
       then(onFulfilled, onRejected) {
         if (typeof onRejected === "function") {
           const handler = onRejected;
-          onRejected = (reason) => ReflectApply(handler, undefined, [guard(reason)]);
+          onRejected = (reason) => ReflectApply(handler, undefined, [programGuard(reason)]);
         }
         return ReflectApply(PromiseThen, this, [onFulfilled, onRejected]);
       },
@@ -191,43 +215,48 @@
 
   // -- lossless JSON ----------------------------------------------------------------
   // Returns the compact JSON text of `root`, or undefined when `root` is not lossless
-  // JSON. Each property is read exactly once (a getter runs once and may throw), and
-  // the text is built from those reads, so what the host receives is what was checked.
-  // Iterative: nesting depth is bounded by memory, not by the native stack.
+  // JSON; then `jsonProblem` says where and why ([frame, problem], rendered by
+  // `describeProblem` only on failure, so success pays nothing for paths). Each property
+  // is read exactly once (a getter runs once and may throw), and the text is built from
+  // those reads, so what the host receives is what was checked. Iterative: nesting depth
+  // is bounded by memory, not by the native stack.
+  let jsonProblem = null;
   function toJson(root) {
     const parts = list(), path = new OrigSet();
     let value = root, frame = null;
+    const refuse = (problem) => { jsonProblem = [frame, problem, value]; return undefined; };
     for (;;) {
       const type = typeof value;
       if (value === null) push(parts, "null");
       else if (type === "string") push(parts, JSONStringify(value));
       else if (type === "boolean") push(parts, value ? "true" : "false");
       else if (type === "number") {
-        if (!NumberIsFinite(value) || ObjectIs(value, -0)) return undefined;
+        if (!NumberIsFinite(value) || ObjectIs(value, -0)) return refuse("number");
         push(parts, JSONStringify(value));
       } else if (type === "object") {
-        if (SetHas(path, value)) return undefined;
+        if (SetHas(path, value)) return refuse("cycle");
         const keys = ReflectOwnKeys(value);
         if (ArrayIsArray(value)) {
           const length = value.length;
-          if (ObjectGetPrototypeOf(value) !== ArrayPrototype || keys.length !== length + 1) return undefined;
-          for (let i = 0; i < length; i++) if (keys[i] !== `${i}`) return undefined;
+          if (ObjectGetPrototypeOf(value) !== ArrayPrototype) return refuse("instance");
+          if (keys.length !== length + 1) return refuse("array");
+          for (let i = 0; i < length; i++) if (keys[i] !== `${i}`) return refuse("array");
           frame = { value, keys: null, next: 0, length, parent: frame };
           push(parts, "[");
         } else {
           const proto = ObjectGetPrototypeOf(value);
-          if (proto !== ObjectPrototype && proto !== null) return undefined;
+          if (proto !== ObjectPrototype && proto !== null) return refuse("instance");
           for (let i = 0; i < keys.length; i++) {
-            if (typeof keys[i] !== "string") return undefined;
+            if (typeof keys[i] !== "string") return refuse("symbol-key");
             const desc = ObjectGetOwnPropertyDescriptor(value, keys[i]);
-            if (desc === undefined || !desc.enumerable) return undefined;
+            if (desc === undefined || !desc.enumerable) return refuse("hidden-key");
           }
           frame = { value, keys, next: 0, length: keys.length, parent: frame };
           push(parts, "{");
         }
         SetAdd(path, value);
       } else {
-        return undefined;  // undefined, function, symbol, bigint
+        return refuse(type);  // undefined, function, symbol, bigint
       }
       for (;;) {
         if (frame === null) return ArrayJoin(parts, "");
@@ -247,6 +276,74 @@
         frame = frame.parent;
       }
     }
+  }
+
+  // `arguments.limit`, `$.tags[2]`: the path of the value `toJson` refused. Long keys
+  // and deep paths are elided (a message names a place; it need not copy the data).
+  const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  const MAX_KEY_UNITS = 64, PATH_ENDS = 16;
+  function problemPath(root, frame) {
+    const steps = list();
+    for (let f = frame; f !== null; f = f.parent) push(steps, f);
+    let text = root;
+    for (let i = steps.length - 1; i >= 0; i--) {
+      const depth = steps.length - 1 - i;
+      if (depth === PATH_ENDS && i >= PATH_ENDS) {
+        text += "…";
+        i = PATH_ENDS;
+        continue;
+      }
+      const f = steps[i], index = f.next - 1;
+      if (f.keys === null) text += `[${index}]`;
+      else {
+        let key = f.keys[index];
+        if (key.length > MAX_KEY_UNITS) key = `${StringSliceRaw(key, 0, MAX_KEY_UNITS)}…`;
+        text += RegExpExec(IDENTIFIER, key) !== null ? `.${key}` : `[${JSONStringify(key)}]`;
+      }
+    }
+    return text;
+  }
+
+  // What the refused value is, and what to do instead; `giving` is "pass" for binding
+  // arguments and "return" for the program's result.
+  function problemText(problem, value, inArray, giving) {
+    switch (problem) {
+      case "undefined":
+        return inArray ? "is undefined — use null" : "is undefined — omit the key or pass null";
+      case "function": return `is a function — ${giving} its result instead`;
+      case "symbol": return `is a symbol — ${giving} a string`;
+      case "bigint": return `is a bigint — ${giving} a number or a string`;
+      case "number": return `is ${ObjectIs(value, -0) ? "-0" : OrigString(value)} — JSON has no ${ObjectIs(value, -0) ? "-0; use 0" : "NaN or Infinity; use null or a string"}`;
+      case "cycle": return "is a circular reference — JSON cannot hold cycles";
+      case "array": return "is an array with holes or extra properties — use a plain array";
+      case "symbol-key": return "has a symbol key — use string keys";
+      case "hidden-key": return "has a non-enumerable property — use a plain object";
+      default: break;
+    }
+    let kind;
+    try {
+      if (isPrototypeOf(OrigPromise.prototype, value)) return "is a Promise — did you forget await?";
+      if (brand(MapSize)(value)) return `is a Map — ${giving} an object or array (Object.fromEntries(map))`;
+      if (brand(SetSize)(value)) return `is a Set — ${giving} an array ([...set])`;
+      if (brand(DateGetTimeRaw)(value)) return `is a Date — ${giving} date.toISOString()`;
+      const ctor = ObjectGetOwnPropertyDescriptor(ObjectGetPrototypeOf(value), "constructor");
+      kind = ctor !== undefined && typeof ctor.value === "function" ? ctor.value.name : "";
+    } catch { kind = ""; }
+    return `is ${kind ? `a ${OrigString(kind)} instance` : "not a plain object"} — ${giving} a plain object or array`;
+  }
+  const MapSize = getter(Map.prototype, "size"), SetSize = getter(Set.prototype, "size");
+  const DateGetTimeRaw = uncurry(Date.prototype.getTime);
+
+  function describeProblem(root, giving) {
+    if (jsonProblem === null) return "";
+    // Indexed, not destructured: a program may have replaced the array iterator.
+    const frame = jsonProblem[0], problem = jsonProblem[1], value = jsonProblem[2];
+    jsonProblem = null;
+    let detail;
+    try {
+      detail = problemText(problem, value, frame !== null && frame.keys === null, giving);
+    } catch { detail = "is not lossless JSON"; }
+    return `${problemPath(root, frame)} ${detail}`;
   }
 
   // -- console ----------------------------------------------------------------------
@@ -304,8 +401,11 @@
       if (flags !== 0) throw doomed();
       const raw = stackGet(new OrigError());  // where the program called the tool
       const sites = isRaw(raw) ? raw.sites : [];
-      const json = toJson(args);
-      if (json === undefined) throw new OrigTypeError(BAD_ARGS);
+      // `tools.job_list()` means "no arguments", as it does in Python.
+      const json = args === undefined ? "{}" : toJson(args);
+      if (json === undefined) {
+        throw new OrigTypeError(`${BAD_ARGS}: ${describeProblem("arguments", "pass")}`);
+      }
       const id = ++nextCallId;
       return new OrigPromise((resolve, reject) => {
         pending[id] = { resolve, reject, name, ErrorClass, sites };
@@ -326,15 +426,44 @@
       for (let i = 0; i < names.length; i++) {
         ObjectDefineProperty(namespace, names[i], {
           value: makeBinding(globalName, names[i], ErrorClass),
-          writable: true, enumerable: true, configurable: true,
+          writable: false, enumerable: true, configurable: false,
         });
       }
       push(params, globalName);
-      push(values, namespace);
+      push(values, guardedNamespace(globalName, ObjectFreeze(namespace), names));
       if (ErrorClass !== null) { push(params, className); push(values, ErrorClass); }
     }
     push(params, "console");
     push(values, consoleObject);
+  }
+
+  // The namespace a program sees: the frozen object of bindings behind a proxy that names
+  // the tools there are when the program asks for one that is not (instead of QuickJS's
+  // `not a function`), and that makes a write terminal (`forbidden`), as Python's guards
+  // do: a program that could replace `tools.x` could fake what it reports a tool said.
+  function guardedNamespace(globalName, target, names) {
+    const available = names.length ? ArrayJoin(names, ", ") : "(none)";
+    const deny = (what) => {
+      const message = `${globalName} is read-only: cannot ${what}`;
+      if (!(flags & FORBIDDEN)) forbidden = message;
+      flags |= FORBIDDEN;
+      throw new OrigTypeError(message);
+    };
+    const keyText = (key) => (typeof key === "string" ? key : OrigString(key));
+    return new OrigProxy(target, {
+      get(t, key) {
+        if (ObjectHasOwn(t, key)) return t[key];
+        // Probes that are not tool calls (`await tools`, JSON, inspection) see nothing.
+        if (typeof key !== "string" || key === "then" || key === "toJSON" || key === "constructor") {
+          return undefined;
+        }
+        throw new OrigTypeError(`unknown tool ${globalName}.${key}; available: ${available}`);
+      },
+      set(t, key) { return deny(`set ${globalName}.${keyText(key)}`); },
+      defineProperty(t, key) { return deny(`define ${globalName}.${keyText(key)}`); },
+      deleteProperty(t, key) { return deny(`delete ${globalName}.${keyText(key)}`); },
+      setPrototypeOf() { return deny(`set the prototype of ${globalName}`); },
+    });
   }
 
   function settle(id, ok, payload, code) {
@@ -359,8 +488,18 @@
   // -- program ----------------------------------------------------------------------
   function finish(value) {
     if (state !== null) return;
-    const json = value === undefined ? null : (() => { try { return toJson(value); } catch { return undefined; } })();
-    state = json === undefined ? ["failed", "invalid-output", INVALID_OUTPUT] : ["done", json];
+    let json = null, problem = "";
+    if (value !== undefined) {
+      try {
+        json = toJson(value);
+        if (json === undefined) problem = describeProblem("$", "return");
+      } catch { json = undefined; jsonProblem = null; }
+    }
+    if (json !== undefined) { state = ["done", json]; return; }
+    const where = problem === "" ? ""
+      : StringSliceRaw(problem, 0, 2) === "$ " ? `: the program's result ${StringSliceRaw(problem, 2)}`
+        : `: the program's result at ${problem}`;
+    state = ["failed", "invalid-output", INVALID_OUTPUT + where];
   }
   function fail(kind, message) { if (state === null) state = ["failed", kind, message]; }
 
@@ -378,14 +517,16 @@
   function run(source, lines, guardName) {
     programLines = lines;
     push(params, guardName);
-    push(values, guard);
+    push(values, programGuard);
     const header = `(async function __program__(${ArrayJoin(params, ", ")}) {"use strict";\n`;
     let program;
     compiling = true;
     try {
       program = OrigEval(`${PAD}${header}${source}\n})`);
     } catch (error) {
-      fail("exception", renderThrown(error));
+      // Parse errors the host's stripper let through (QuickJS is stricter in places).
+      const kind = isPrototypeOf(OrigSyntaxError.prototype, error) ? "syntax" : "exception";
+      fail(kind, renderThrown(guard(error)));
       return;
     } finally {
       compiling = false;
@@ -583,6 +724,7 @@
     (id, ok, payload, code) => settle(id, ok, payload, code),  // 3 SETTLE
     () => poll(),                                   // 4 POLL
     () => fireTimer(),                              // 5 FIRE_TIMER
+    () => forbidden,                                // 6 FORBIDDEN_MESSAGE
   ];
   return function host(op, a, b, c, d) { return HOST[op](a, b, c, d); };
 })

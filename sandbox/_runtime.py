@@ -71,6 +71,13 @@ class ProcessRuntime:
         """Options for each guest module's ``warm_worker`` (none by default)."""
         return {}
 
+    def sdk_facts(self) -> dict[str, Any]:
+        """Plain-data facts for the SDK's "sandbox facts" block (``sdk_gen.render_sdk``):
+        this runtime's limits and its guest's surface (see ``_sdk_facts``)."""
+        from ._sdk_facts import sdk_facts
+
+        return sdk_facts(self.language, self.limits)
+
     async def __aenter__(self) -> ProcessRuntime:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} cannot be restarted after disposal")

@@ -4,8 +4,9 @@ Everything but the guest is ``ProcessRuntime``'s: the fork server, the pool, the
 the supervisor and its limits, the boundary. What differs:
 
 1. The host strips the types (``_ts_strip``) before any worker is used; non-erasable
-   syntax or a syntax error is an ``exception`` result with the stripper's message, and
-   no worker is touched (reference.md §3.3 step 3).
+   syntax or a syntax error is a ``syntax`` result with the stripper's message, and no
+   worker is touched (reference.md §3.3 step 3 says ``exception``; the engine's shared
+   ``ErrorKind`` vocabulary gives parse failures their own kind in both languages).
 2. The worker runs the stripped program in QuickJS (``_js_worker`` driving
    ``_js_guest.JsGuest``); each new worker builds its context ahead of the run with this
    runtime's limits.
@@ -66,6 +67,6 @@ class TypeScriptRuntime(ProcessRuntime):
         try:
             program = strip_types(request.program)
         except TypeStripError as exc:
-            return CodeRunResult(logs=[], error=CodeRunError("exception", exc.message))
+            return CodeRunResult(logs=[], error=CodeRunError("syntax", exc.message))
         stripped = msgspec.structs.replace(request, program=program)
         return await self._run_session(stripped, self.guest, self._options)

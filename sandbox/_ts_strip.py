@@ -4,7 +4,8 @@
 ``await`` and ``return`` work) with tree-sitter's TypeScript grammar and replaces every
 type-only range with spaces. Line terminators inside erased ranges are kept, so every
 character that survives stays at its line and column: ``len(out) == len(source)`` and
-``out[i]`` is either ``source[i]``, a space, or a ``;`` inserted into an erased range.
+``out[i]`` is either ``source[i]``, a space, or a ``;`` inserted into an erased range
+(the two transformed constructs below are the exception: they insert text).
 
 Erased: interfaces, type aliases, annotations (parameters, returns, variables, fields,
 ``this`` parameters), type parameters and arguments (``<T,>`` arrows included),
@@ -14,10 +15,26 @@ Erased: interfaces, type aliases, annotations (parameters, returns, variables, f
 ``declare`` statements, ``import type``/``export type``, type-only import/export
 specifiers and namespaces that hold only types.
 
-Not erasable (``TypeStripError`` naming the construct and line): ``enum`` (``const enum``
-too), namespaces with values, constructor parameter properties, ``import x = require()``
-and ``export =``, decorators (QuickJS has none), and value ``import``/``export``
-declarations (a function body cannot hold them). Syntax errors report the first error.
+Transformed, because models write them and TypeScript emits plain JavaScript for them:
+
+- constructor parameter properties (``constructor(private readonly x: number)``): the
+  modifiers are erased and ``this.x = x;`` is inserted right after the body's ``{`` (in a
+  derived class, right after the root-level ``super(...)`` statement, as ``tsc`` emits);
+- ``enum`` and ``const enum``: the declaration becomes
+  ``const E = (() => {const E = {}, ...; return E; })();`` with one
+  ``const Member = <set>("Member", value);`` per member, written where the member was
+  (numeric members get TypeScript's reverse mapping, members without an initializer
+  count on from the previous one, initializers may name earlier members).
+
+Inserted text never holds a line break and sits on the line of the construct it
+replaces, so every line keeps its number; columns after an insertion shift on that line
+only. Without enums or parameter properties the output is exactly as long as the source.
+
+Not erasable (``TypeStripError`` naming the construct and line): namespaces with values,
+``import x = require()`` and ``export =``, decorators (QuickJS has none), parameter
+properties in a derived class whose ``super(...)`` call is not a root-level statement,
+and value ``import``/``export`` declarations (a function body cannot hold them). Syntax
+errors report the first error.
 
 ASI: blanking a construct that ends a statement can let the next line join it
 (``let a = b as T`` followed by a line starting with ``(``). When an erased range ends a
@@ -129,8 +146,14 @@ def strip_types(source: str) -> str:
     return _Stripper(source).run()
 
 
+# Names the enum transform introduces inside its arrow function; a member named like one
+# of them would be shadowed by it, which no real program does.
+_ENUM_SET = "__enum_set"
+_ENUM_LAST = "__enum_last"
+
+
 class _Stripper:
-    __slots__ = ("_asi", "_ends", "_src", "_starts")
+    __slots__ = ("_asi", "_ends", "_inserts", "_src", "_starts")
 
     def __init__(self, source: str) -> None:
         self._src = _PREFIX + source.encode("utf-8", "surrogatepass") + _SUFFIX
@@ -140,6 +163,9 @@ class _Stripper:
         # Start of an erased range -> the node whose end may end a statement (ASI check),
         # or None when TypeScript certainly ends the statement there.
         self._asi: dict[int, tree_sitter.Node | None] = {}
+        # Text written before the source byte at an offset (transformed constructs), in
+        # the order it was added.
+        self._inserts: dict[int, list[bytes]] = {}
 
     # -- driver ---------------------------------------------------------------------
 
@@ -273,28 +299,63 @@ class _Stripper:
                 return src[offset]
         return -1
 
+    def _insert(self, offset: int, text: str) -> None:
+        """Write ``text`` (no line breaks) before the source byte at ``offset``."""
+        self._inserts.setdefault(offset, []).append(text.encode("utf-8", "surrogatepass"))
+
+    def _copy(
+        self, pieces: list[bytes], start: int, end: int, blank: bool, offsets: list[int]
+    ) -> None:
+        """Append ``src[start:end]`` (blanked when ``blank``), splicing insertions in.
+
+        ``offsets`` are the insertion offsets, sorted (a bisect keeps this linear).
+        """
+        low = bisect.bisect_left(offsets, start)
+        high = bisect.bisect_left(offsets, end, low)
+        for cut in [*offsets[low:high], end]:
+            if cut > start:
+                chunk = self._src[start:cut]
+                pieces.append(self._blank(chunk) if blank else chunk)
+            if cut < end:
+                pieces.extend(self._inserts[cut])
+            start = cut
+
+    @staticmethod
+    def _blank(chunk: bytes) -> bytes:
+        if chunk.isascii():
+            return chunk.translate(_BLANK_ASCII)
+        # One space per character, so columns after it do not move.
+        text = chunk.decode("utf-8", "surrogatepass")
+        return "".join(c if c in _LINE_TERMINATORS else " " for c in text).encode()
+
     def _render(self) -> str:
         src = self._src
         pieces: list[bytes] = []
+        offsets = sorted(self._inserts)
         last = len(_PREFIX)
         for start, end in zip(self._starts, self._ends, strict=True):
             if end <= last:  # nested inside a range already blanked
                 continue
             start = max(start, last)
-            pieces.append(src[last:start])
-            chunk = src[start:end]
-            if chunk.isascii():
-                blank = chunk.translate(_BLANK_ASCII)
-            else:  # one space per character, so columns after it do not move
-                text = chunk.decode("utf-8", "surrogatepass")
-                blank = "".join(c if c in _LINE_TERMINATORS else " " for c in text).encode()
+            self._copy(pieces, last, start, False, offsets)
+            semicolon = False
             if start in self._asi and self._next_significant(end) in _HAZARDS:
                 owner = self._asi[start]
-                if owner is None or self._ends_statement(owner, end):
-                    blank = b";" + blank[1:]
-            pieces.append(blank)
+                semicolon = owner is None or self._ends_statement(owner, end)
+            if semicolon:
+                # Text inserted at `start` comes first; the `;` takes the first blanked column.
+                pieces.extend(self._inserts.pop(start, ()))
+                blanked: list[bytes] = []
+                self._copy(blanked, start, end, True, offsets)
+                if blanked:
+                    blanked[0] = b";" + blanked[0][1:]
+                pieces.extend(blanked)
+            else:
+                self._copy(pieces, start, end, True, offsets)
             last = end
-        pieces.append(src[last : len(src) - len(_SUFFIX)])
+        self._copy(pieces, last, len(src) - len(_SUFFIX), False, offsets)
+        # An insertion at the very end (an enum closing the program) sits past the last byte.
+        pieces.extend(self._inserts.get(len(src) - len(_SUFFIX), ()))
         return b"".join(pieces).decode("utf-8", "surrogatepass")
 
     @staticmethod
@@ -351,13 +412,9 @@ class _Stripper:
         self._erase_node(node)
 
     def _on_param(self, node: tree_sitter.Node) -> None:
-        if any(c.type in _MODIFIERS for c in node.children):
-            self._fail(
-                node,
-                "a parameter property",
-                "constructor parameter properties are not erasable — declare the field "
-                "and assign it in the constructor",
-            )
+        modifiers = [c for c in node.children if c.type in _MODIFIERS]
+        if modifiers:
+            self._parameter_property(node, modifiers)
         pattern = node.child_by_field_name("pattern")
         if pattern is not None and pattern.type == "this":
             following = node.next_sibling
@@ -365,6 +422,57 @@ class _Stripper:
             self._erase(node.start_byte, end or node.end_byte)
         elif (question := self._token(node, "?")) is not None:
             self._erase_node(question)
+
+    def _parameter_property(
+        self, node: tree_sitter.Node, modifiers: list[tree_sitter.Node]
+    ) -> None:
+        """``constructor(private x: T)``: erase the modifiers, assign ``this.x = x;``."""
+        pattern = node.child_by_field_name("pattern")
+        params = node.parent
+        method = params.parent if params is not None else None
+        body = method.child_by_field_name("body") if method is not None else None
+        name = method.child_by_field_name("name") if method is not None else None
+        if (
+            pattern is None
+            or pattern.type != "identifier"
+            or body is None
+            or name is None
+            or self._src[name.start_byte : name.end_byte] != b"constructor"
+        ):
+            self._fail(
+                node,
+                "a parameter property",
+                "parameter properties need a plain name in a constructor with a body",
+            )
+        assert pattern is not None and body is not None and method is not None
+        at = body.start_byte + 1  # after `{`
+        class_node = method.parent.parent if method.parent is not None else None
+        heritage = self._token(class_node, "class_heritage") if class_node is not None else None
+        if heritage is not None and self._token(heritage, "extends_clause") is not None:
+            statement = next((s for s in body.named_children if self._is_super_call(s)), None)
+            if statement is None:
+                self._fail(
+                    node,
+                    "a parameter property",
+                    "in a derived class the constructor must call super(...) as a statement "
+                    "of its own before the parameter properties can be assigned",
+                )
+            assert statement is not None
+            at = statement.end_byte
+            if self._src[at - 1 : at] != b";" and at not in self._inserts:
+                self._insert(at, ";")  # `super()` ended by a line break: end it here
+        for modifier in modifiers:
+            self._erase_node(modifier)
+        ident = self._src[pattern.start_byte : pattern.end_byte].decode("utf-8", "surrogatepass")
+        self._insert(at, f"this.{ident} = {ident};")
+
+    @staticmethod
+    def _is_super_call(statement: tree_sitter.Node) -> bool:
+        if statement.type != "expression_statement" or not statement.named_child_count:
+            return False
+        call = statement.named_children[0]
+        callee = call.child_by_field_name("function") if call.type == "call_expression" else None
+        return callee is not None and callee.type == "super"
 
     def _on_field(self, node: tree_sitter.Node) -> None:
         if self._token(node, "declare") or self._token(node, "abstract"):
@@ -385,8 +493,58 @@ class _Stripper:
             self._erase_node(keyword)
 
     def _on_enum(self, node: tree_sitter.Node) -> None:
-        construct = "const enum" if self._token(node, "const") else "enum"
-        self._fail(node, construct, "TypeScript enums are not erasable — use a const object")
+        """``enum E { A, B = "b" }`` -> ``const E = (() => {...; return E; })();``.
+
+        Each member becomes a ``const`` where it stood, so initializers can name earlier
+        members as TypeScript lets them, and every line keeps its number.
+        """
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name is None or body is None:
+            self._fail(node, "enum", "an enum needs a name and a body")
+        assert name is not None and body is not None
+        enum = self._text(name)
+        setter, last = _ENUM_SET, _ENUM_LAST
+        self._erase(node.start_byte, body.start_byte + 1)
+        self._insert(
+            node.start_byte,
+            f"const {enum} = (() => {{const {enum} = {{}}; let {last} = -1; "
+            f"const {setter} = (k, v) => ({last} = v, {enum}[k] = v, "
+            f'typeof v === "number" && ({enum}[v] = k), v);',
+        )
+        for member in body.named_children:
+            if member.type == "comment":
+                continue
+            key_node = (
+                member.child_by_field_name("name") if member.type == "enum_assignment" else member
+            )
+            if key_node is None:
+                key_node = member.children[0]
+            key = self._text(key_node)
+            if key_node.type in ("string", "template_string"):
+                quoted, declared = key, None
+            else:
+                quoted, declared = f'"{key}"', key if key != enum else None
+            head = f"const {declared} = " if declared is not None else ""
+            if member.type == "enum_assignment":
+                value = member.child_by_field_name("value")
+                if value is None:
+                    value = member.children[-1]
+                self._erase(member.start_byte, value.start_byte)
+                self._insert(member.start_byte, f"{head}{setter}({quoted}, ")
+                self._insert(value.end_byte, ");")
+            else:
+                self._erase_node(member)
+                self._insert(member.start_byte, f"{head}{setter}({quoted}, {last} + 1);")
+        for child in body.children:
+            if child.type == ",":
+                self._erase_node(child)
+        close = body.children[-1]
+        self._erase(close.start_byte, node.end_byte)
+        self._insert(close.start_byte, f"return {enum}; }})();")
+
+    def _text(self, node: tree_sitter.Node) -> str:
+        return self._src[node.start_byte : node.end_byte].decode("utf-8", "surrogatepass")
 
     def _on_namespace(self, node: tree_sitter.Node) -> None:
         if not self._type_only_namespace(node):
@@ -450,8 +608,6 @@ class _Stripper:
         if declaration is not None and declaration.type in _TYPE_ONLY_DECLS:
             self._erase_node(node, asi=True)
             return
-        if declaration is not None and declaration.type == "enum_declaration":
-            self._on_enum(declaration)
         if declaration is not None and declaration.type in ("internal_module", "module"):
             if self._type_only_namespace(declaration):
                 self._erase_node(node, asi=True)

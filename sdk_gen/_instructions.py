@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["PYTHON_INSTRUCTIONS", "TYPESCRIPT_INSTRUCTIONS"]
+__all__ = ["PYTHON_INSTRUCTIONS", "TOOLS_INTRO", "TYPESCRIPT_INSTRUCTIONS"]
+
+TOOLS_INTRO: Final = "The available tools:"
+"""The line both texts end with; the sandbox facts block goes right before it."""
 
 # Split into pieces only to keep source lines short; every piece ends where the
 # reference's sentence does.
@@ -19,9 +22,10 @@ TYPESCRIPT_INSTRUCTIONS: Final = (
     "## Writing code for run_code\n"
     "\n"
     "`run_code` takes two required arguments: `code` — the body of an async TypeScript "
-    "function (erasable syntax only — no `enum` or namespaces; type annotations are advisory, "
-    "the code runs type-stripped) — and `description`, a short summary of what the program "
-    "does. Inside the program:\n"
+    # Deviation: the reference says "erasable syntax only — no `enum` or namespaces"; our
+    # stripper compiles enums, and the facts block says what is refused.
+    "function (type annotations are advisory: the code runs type-stripped) — and "
+    "`description`, a short summary of what the program does. Inside the program:\n"
     "\n"
     "- Call tools as `await tools.name(args)` — quoted access for exotic names: "
     '`tools["my-tool"](args)`. Every call resolves to the tool\'s typed canonical JSON value. '

@@ -15,11 +15,13 @@ Class names: ``CamelCase(tool) + "Args"``/``"Output"``; nested objects append
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from ._instructions import PYTHON_INSTRUCTIONS
+from ._facts import render_facts
+from ._instructions import PYTHON_INSTRUCTIONS, TOOLS_INTRO
 from ._py_names import (
     MAX_LIST_NESTING,
     ClassNames,
@@ -48,6 +50,8 @@ _ERROR_STUB: Final = (
     "    code: str | None"
 )
 _OPEN_NOTE: Final = f"{_FIELD}# Additional keys beyond those declared are allowed."
+# Argument classes are open unless they say so (the facts block states the rule once).
+_CLOSED_NOTE: Final = f"{_FIELD}# closed"
 
 
 @dataclass(slots=True)
@@ -59,15 +63,27 @@ class _State:
     typing: set[str] = field(default_factory=set)
     # False for the context-free `json_schema_to_py`, which has nowhere to declare.
     declare: bool = True
+    # Rendering an argument schema (open is the stated rule, closed is marked).
+    args: bool = False
+    # An object shape already declared, by its schema: the same shape reuses the class
+    # (the job record three job tools return is declared once).
+    shapes: dict[str, str] = field(default_factory=dict)
 
-    def snapshot(self) -> tuple[int, ClassNames, frozenset[str]]:
-        return len(self.classes), self.names.copy(), frozenset(self.typing)
+    def snapshot(self) -> tuple[int, ClassNames, frozenset[str], dict[str, str]]:
+        return len(self.classes), self.names.copy(), frozenset(self.typing), dict(self.shapes)
 
-    def restore(self, snapshot: tuple[int, ClassNames, frozenset[str]]) -> None:
-        count, names, typing = snapshot
+    def restore(self, snapshot: tuple[int, ClassNames, frozenset[str], dict[str, str]]) -> None:
+        count, names, typing, shapes = snapshot
         del self.classes[count:]
         self.names = names
         self.typing = set(typing)
+        self.shapes = shapes
+
+    def shape_key(self, node: Mapping[str, Any]) -> str | None:
+        try:
+            return ("A" if self.args else "O") + json.dumps(node, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            return None
 
 
 def _scalar(value: object) -> str:
@@ -136,6 +152,9 @@ def _render_object(node: Mapping[str, Any], name: str, state: _State) -> str:
     ):
         state.typing.add("Any")
         return "dict[str, Any]"
+    shape = state.shape_key(node)
+    if shape is not None and shape in state.shapes:
+        return state.shapes[shape]
     allocated = state.names.allocate(name)
     state.typing.add("TypedDict")
     required = set(node.get("required", ()))
@@ -151,14 +170,18 @@ def _render_object(node: Mapping[str, Any], name: str, state: _State) -> str:
         else:
             state.typing.add("NotRequired")
             lines.append(f"{_FIELD}{key}: NotRequired[{child}]")
-    # TypedDict syntax cannot express openness; under code mode this comment is the
-    # model's only hint that extra keys are accepted.
-    if is_open:
-        lines.append(_OPEN_NOTE)
-    if len(lines) == 1:
+    # TypedDict syntax cannot express openness; under code mode this comment (or, for
+    # arguments, the facts block's one sentence) is the model's only hint.
+    if len(lines) == 1:  # a comment is no statement: an empty body still needs `pass`
         lines.append(f"{_FIELD}pass")
+    if state.args and not is_open:
+        lines.append(_CLOSED_NOTE)
+    elif is_open and not state.args:
+        lines.append(_OPEN_NOTE)
     # Appended after the children, so nested classes precede the class using them.
     state.classes.append("\n".join(lines))
+    if shape is not None:
+        state.shapes[shape] = allocated
     return allocated
 
 
@@ -188,14 +211,16 @@ def json_schema_to_py(schema: object) -> str:
     return _render_root(schema, "", _State(declare=False))
 
 
-def render_python(tools: Sequence[ToolView]) -> str:
+def render_python(tools: Sequence[ToolView], facts: Mapping[str, Any] | None = None) -> str:
     """The whole Python ``tools:sdk`` section for tools already in sorted order."""
     state = _State(typing={"Protocol"})
     members: list[str] = []
     methods = 0
     for tool in tools:
         base = camel_case(tool.name)
+        state.args = True
         arg_type = _render_root(tool.parameters, f"{base}Args", state)
+        state.args = False
         output_type = _render_root(tool.output_schema, f"{base}Output", state)
         if is_method_name(tool.name):
             # The docstring must be the first statement of the body to document it.
@@ -218,4 +243,6 @@ def render_python(tools: Sequence[ToolView]) -> str:
         f"from typing import {imports}\n\n{_ERROR_STUB}\n\n{classes}"
         f"class Tools(Protocol):\n{body}\n\ntools: Tools"
     )
-    return f"{PYTHON_INSTRUCTIONS}\n\n```python\n{declaration}\n```"
+    head = PYTHON_INSTRUCTIONS.removesuffix(TOOLS_INTRO)
+    block = render_facts(facts, "python", open_args=bool(tools))
+    return f"{head}{block}{TOOLS_INTRO}\n\n```python\n{declaration}\n```"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from ._py import render_python
 from ._tool import ToolView, normalize_tools
@@ -12,7 +12,7 @@ from ._ts import render_typescript
 __all__ = ["SDK_LANGUAGES", "render_sdk"]
 
 # Registration order is the order the error message lists the known languages in.
-_RENDERERS: Final[dict[str, Callable[[Sequence[ToolView]], str]]] = {
+_RENDERERS: Final[dict[str, Callable[[Sequence[ToolView], Mapping[str, Any] | None], str]]] = {
     "typescript": render_typescript,
     "python": render_python,
 }
@@ -21,7 +21,9 @@ SDK_LANGUAGES: Final[tuple[str, ...]] = tuple(_RENDERERS)
 """The runtime languages :func:`render_sdk` can render for."""
 
 
-def render_sdk(tools: Iterable[object], language: str) -> str:
+def render_sdk(
+    tools: Iterable[object], language: str, facts: Mapping[str, Any] | None = None
+) -> str:
     """Render the whole ``tools:sdk`` prompt section for ``tools`` in ``language``.
 
     ``tools`` holds :class:`SdkTool` values or anything with the same four attributes
@@ -30,6 +32,11 @@ def render_sdk(tools: Iterable[object], language: str) -> str:
     block (```` ```ts ```` or ```` ```python ````) with the declarations; it is
     byte-identical for the same tool set whatever the input order, because tools are
     sorted by name in UTF-16 code-unit order.
+
+    ``facts`` (optional, plain data) adds the "sandbox facts" block before the tool list:
+    importable modules, the asyncio surface, when calls start, limits, the workspace
+    root, read-before-write tools and (TypeScript) syntax; see ``_facts.py``. With tools
+    present the block always states once that argument objects accept undeclared keys.
 
     Raises ``ValueError`` for an unknown ``language`` or a repeated tool name, and
     ``TypeError`` for a tool without a string name. Schemas never raise: one outside the
@@ -41,4 +48,4 @@ def render_sdk(tools: Iterable[object], language: str) -> str:
         raise ValueError(
             f'no SDK renderer registered for runtime language "{language}" (known: {known})'
         )
-    return renderer(normalize_tools(tools))
+    return renderer(normalize_tools(tools), facts)

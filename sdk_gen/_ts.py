@@ -13,11 +13,16 @@ objects are ``Record<string, JsonValue>`` (open) or ``Record<string, never>`` (c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from ._facts import render_facts
+from ._instructions import TOOLS_INTRO as _TOOLS_INTRO
 from ._instructions import TYPESCRIPT_INSTRUCTIONS
+from ._py_names import camel_case
 from ._schema import is_supported_schema, properties_of
 from ._text import collapse_whitespace, js_number, js_string, pad
 
@@ -88,10 +93,51 @@ def _literal(value: object) -> str:
     return js_string(str(value))
 
 
-def _render(node: Mapping[str, Any], level: int) -> str:
+# Names the section declares itself (or uses from TypeScript): a shared shape never takes one.
+_RESERVED_TYPE_NAMES: Final = frozenset(
+    {"JsonValue", "ToolName", "ToolArgsMap", "ToolOutputMap", "ToolCallError", "Record"}
+)
+
+
+@dataclass(slots=True)
+class _Render:
+    """One SDK render's context (the context-free ``json_schema_to_ts`` has none).
+
+    ``args``: inside ``ToolArgsMap``, where the facts block says once that objects are
+    open, so an open object needs no `` & Record<...>`` and a closed one says ``// closed``.
+    ``counts``/``names``: an object type that occurs more than once in the section is
+    declared once as ``type Name = {...}`` and referred to by name (the job record three
+    job tools return, ``stdout``/``stderr``); the first pass counts, the second names.
+    """
+
+    args: bool = False
+    counting: bool = True
+    counts: dict[str, int] = field(default_factory=dict)
+    hints: dict[str, str] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=lambda: set(_RESERVED_TYPE_NAMES))
+    declarations: list[str] = field(default_factory=list)
+
+    def key(self, node: Mapping[str, Any]) -> str | None:
+        try:
+            return ("A" if self.args else "O") + json.dumps(node, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            return None
+
+    def name_for(self, hint: str) -> str:
+        base = camel_case(hint) if hint else "Shape"
+        name, n = base, 1
+        while name in self.taken:
+            n += 1
+            name = f"{base}{n}"
+        self.taken.add(name)
+        return name
+
+
+def _render(node: Mapping[str, Any], level: int, ctx: _Render | None = None, hint: str = "") -> str:
     """Render a node the subset check has already accepted."""
     if "oneOf" in node:
-        return " | ".join(_render(branch, level) for branch in node["oneOf"])
+        return " | ".join(_render(branch, level, ctx, hint) for branch in node["oneOf"])
     schema_type = node.get("type")
     if "const" in node:
         return _literal(node["const"])
@@ -102,31 +148,55 @@ def _render(node: Mapping[str, Any], level: int) -> str:
     if schema_type == "array":
         if "items" not in node:
             return "JsonValue[]"
-        item = _render(node["items"], level)
+        item = _render(node["items"], level, ctx, hint)
         # Deliberately textual, like the reference: a `|` inside a string literal or a
         # JSDoc line also triggers the parentheses, which are harmless there.
         return f"({item})[]" if "|" in item or "&" in item else f"{item}[]"
     if schema_type == "object":
-        return _render_object(node, level)
+        return _render_object(node, level, ctx, hint)
     return "number" if schema_type == "integer" else str(schema_type)
 
 
-def _render_object(node: Mapping[str, Any], level: int) -> str:
+def _render_object(
+    node: Mapping[str, Any], level: int, ctx: _Render | None = None, hint: str = ""
+) -> str:
     is_open = node.get("additionalProperties") is not False
     properties = properties_of(node)
     if not properties:
         return "Record<string, JsonValue>" if is_open else "Record<string, never>"
+    key = ctx.key(node) if ctx is not None else None
+    if ctx is not None and key is not None:
+        if ctx.counting:
+            ctx.counts[key] = ctx.counts.get(key, 0) + 1
+            ctx.hints.setdefault(key, hint)
+        elif ctx.counts.get(key, 0) > 1:
+            name = ctx.names.get(key)
+            if name is None:
+                name = ctx.names[key] = ctx.name_for(ctx.hints.get(key, hint))
+                body = _object_text(node, 0, ctx, is_open, properties)
+                ctx.declarations.append(f"type {name} = {body}")
+            return name
+    return _object_text(node, level, ctx, is_open, properties)
+
+
+def _object_text(
+    node: Mapping[str, Any],
+    level: int,
+    ctx: _Render | None,
+    is_open: bool,
+    properties: Mapping[str, Any],
+) -> str:
     required = set(node.get("required", ()))
-    lines = ["{"]
+    in_args = ctx is not None and ctx.args
+    lines = ["{ // closed" if in_args and not is_open else "{"]
     for key, prop in properties.items():
         lines.extend(_jsdoc(prop.get("description"), level + 1))
         optional = "" if key in required else "?"
-        lines.append(
-            f"{pad(level + 1, _INDENT)}{ts_key(key)}{optional}: {_render(prop, level + 1)};"
-        )
+        value = _render(prop, level + 1, ctx, key)
+        lines.append(f"{pad(level + 1, _INDENT)}{ts_key(key)}{optional}: {value};")
     lines.append(f"{pad(level, _INDENT)}}}")
     text = "\n".join(lines)
-    return text + _OPEN_SUFFIX if is_open else text
+    return text + _OPEN_SUFFIX if is_open and not in_args else text
 
 
 def json_schema_to_ts(schema: object, indent: int = 0) -> str:
@@ -136,11 +206,15 @@ def json_schema_to_ts(schema: object, indent: int = 0) -> str:
     members of a multi-line object are indented one level deeper. Never raises: a
     schema outside the enforced subset, or one too deep to render, is ``unknown``.
     """
+    return _root(schema, indent, None, "")
+
+
+def _root(schema: object, indent: int, ctx: _Render | None, hint: str) -> str:
     if not is_supported_schema(schema):
         return "unknown"
     assert isinstance(schema, Mapping)
     try:
-        return _render(schema, indent)
+        return _render(schema, indent, ctx, hint)
     except RecursionError:
         return "unknown"
 
@@ -151,24 +225,32 @@ def _interface(name: str, members: Sequence[str]) -> str:
     return f"interface {name} {{\n" + "\n".join(members) + "\n}"
 
 
-def render_typescript(tools: Sequence[ToolView]) -> str:
+def render_typescript(tools: Sequence[ToolView], facts: Mapping[str, Any] | None = None) -> str:
     """The whole TypeScript ``tools:sdk`` section for tools already in sorted order."""
-    args_members: list[str] = []
-    output_members: list[str] = []
-    for tool in tools:
-        key = ts_key(tool.name)
-        # The tool's own description documents the ToolArgsMap entry only.
-        args_members.extend(_jsdoc(tool.description, 1))
-        args_members.append(f"{pad(1, _INDENT)}{key}: {json_schema_to_ts(tool.parameters, 1)};")
-        output_members.append(
-            f"{pad(1, _INDENT)}{key}: {json_schema_to_ts(tool.output_schema, 1)};"
-        )
+    ctx = _Render()
+    for counting in (True, False):
+        ctx.counting = counting
+        args_members: list[str] = []
+        output_members: list[str] = []
+        for tool in tools:
+            key = ts_key(tool.name)
+            # The tool's own description documents the ToolArgsMap entry only.
+            args_members.extend(_jsdoc(tool.description, 1))
+            ctx.args = True
+            args = _root(tool.parameters, 1, ctx, f"{tool.name}_args")
+            ctx.args = False
+            output = _root(tool.output_schema, 1, ctx, f"{tool.name}_output")
+            args_members.append(f"{pad(1, _INDENT)}{key}: {args};")
+            output_members.append(f"{pad(1, _INDENT)}{key}: {output};")
     declaration = "\n\n".join(
         [
             _JSON_VALUE,
             _interface("ToolArgsMap", args_members),
             _interface("ToolOutputMap", output_members),
+            *ctx.declarations,
             _PRELUDE,
         ]
     )
-    return f"{TYPESCRIPT_INSTRUCTIONS}\n\n```ts\n{declaration}\n```"
+    head = TYPESCRIPT_INSTRUCTIONS.removesuffix(_TOOLS_INTRO)
+    block = render_facts(facts, "typescript", open_args=bool(tools))
+    return f"{head}{block}{_TOOLS_INTRO}\n\n```ts\n{declaration}\n```"

@@ -31,7 +31,13 @@ _GLOB_OUTPUT = {
     "additionalProperties": False,
     "properties": {
         "root": {"type": "string", "required": True},
-        "paths": {"type": "array", "items": {"type": "string"}, "required": True},
+        "paths": {
+            "type": "array",
+            "items": {"type": "string"},
+            "required": True,
+            # What a program receives (the description speaks of the text listing).
+            "description": "Every match, uncapped (the description's cap is its text listing's).",
+        },
     },
 }
 

@@ -39,6 +39,8 @@ _GREP_OUTPUT = {
         "matches": {
             "type": "array",
             "required": True,
+            # What a program receives (the description speaks of the text listing).
+            "description": "Every match, uncapped (the description's cap is its text listing's).",
             "items": {
                 "type": "object",
                 "additionalProperties": False,

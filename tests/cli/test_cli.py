@@ -153,9 +153,9 @@ def test_typescript_from_stdin_with_lang_and_json(workspace: Path, tmp_path: Pat
             "code run failed (exception): Error: boom 1\n    at <program>:2",
         ),
         (
-            "enum Color { Red }\nreturn Color.Red;",
-            "code run failed (exception): enum is not supported (line 1): "
-            "TypeScript enums are not erasable — use a const object",
+            "namespace N { export const x = 1 }\nreturn N.x;",
+            "code run failed (syntax): namespace is not supported (line 1): "
+            "TypeScript namespaces with values are not erasable — use a plain object",
         ),
     ],
     ids=["thrown", "not-erasable"],
@@ -174,5 +174,6 @@ def test_sdk_prints_the_typescript_sdk_for_the_catalog(workspace: Path) -> None:
     assert "`run_code` is the only tool you can call directly" in proc.stdout
     assert "```ts" in proc.stdout and "```python" not in proc.stdout
     assert "the body of an async TypeScript function" in proc.stdout
+    assert f"- Workspace: `{workspace.resolve()}`; file tools take paths" in proc.stdout
     for name in ("read: {", "grep: {", "bash: {", "todo_write: {"):
         assert name in proc.stdout

@@ -77,7 +77,8 @@ TYPESCRIPT = [
         "outer output exceeded 1048576 bytes",
     ),
     ("return (globalThis as any).require('fs')", "exception", "TypeError"),
-    ("enum Color { Red }\nreturn Color.Red", "exception", "enum is not supported (line 1)"),
+    ("namespace N { export const x = 1 }\nreturn N.x", "syntax", "namespace is not supported"),
+    ("function f(): number { return f() }\nreturn f()", "recursion", "RangeError"),
 ]
 
 

@@ -116,30 +116,70 @@ def test_undefined_completion_has_no_value(program: str) -> None:
     assert drive(program).state == GuestDone(None)
 
 
+_PREFIX = "program completion must be lossless JSON: "
+_RESULT = "the program's result"
+
+
+# Each refusal names where the value sits, what it is and what to do instead.
 @pytest.mark.parametrize(
-    "program",
+    ("program", "detail"),
     [
-        "return () => 1",
-        "return new Map()",
-        "return NaN",
-        "return -0",
-        "return Infinity",
-        "return {a: undefined}",
-        "return [undefined]",
-        "return [1, , 3]",
-        "return Object.assign([1], {extra: 2})",
-        "return new (class Point { constructor() { this.x = 1 } })()",
-        "return new Date(0)",
-        "return 10n",
-        "return Symbol('s')",
-        "return {[Symbol('k')]: 1}",
-        "return Object.defineProperty({}, 'hidden', {value: 1})",
-        "const a = []; a.push(a); return a",
-        "const o = {}; o.self = {o}; return o",
+        ("return () => 1", f"{_RESULT} is a function — return its result instead"),
+        (
+            "return new Map()",
+            f"{_RESULT} is a Map — return an object or array (Object.fromEntries(map))",
+        ),
+        ("return NaN", f"{_RESULT} is NaN — JSON has no NaN or Infinity; use null or a string"),
+        ("return -0", f"{_RESULT} is -0 — JSON has no -0; use 0"),
+        (
+            "return Infinity",
+            f"{_RESULT} is Infinity — JSON has no NaN or Infinity; use null or a string",
+        ),
+        ("return {a: undefined}", f"{_RESULT} at $.a is undefined — omit the key or pass null"),
+        ("return [undefined]", f"{_RESULT} at $[0] is undefined — use null"),
+        (
+            "return [1, , 3]",
+            f"{_RESULT} is an array with holes or extra properties — use a plain array",
+        ),
+        (
+            "return Object.assign([1], {extra: 2})",
+            f"{_RESULT} is an array with holes or extra properties — use a plain array",
+        ),
+        (
+            "return {p: [new (class Point { constructor() { this.x = 1 } })()]}",
+            f"{_RESULT} at $.p[0] is a Point instance — return a plain object or array",
+        ),
+        (
+            "return {'a b': new Date(0)}",
+            f'{_RESULT} at $["a b"] is a Date — return date.toISOString()',
+        ),
+        ("return 10n", f"{_RESULT} is a bigint — return a number or a string"),
+        ("return Symbol('s')", f"{_RESULT} is a symbol — return a string"),
+        ("return {[Symbol('k')]: 1}", f"{_RESULT} has a symbol key — use string keys"),
+        (
+            "return Object.defineProperty({}, 'hidden', {value: 1})",
+            f"{_RESULT} has a non-enumerable property — use a plain object",
+        ),
+        (
+            "const a = []; a.push(a); return a",
+            f"{_RESULT} at $[0] is a circular reference — JSON cannot hold cycles",
+        ),
+        (
+            "const o = {}; o.self = {o}; return o",
+            f"{_RESULT} at $.self.o is a circular reference — JSON cannot hold cycles",
+        ),
+        (
+            "return {tags: new Set(['a'])}",
+            f"{_RESULT} at $.tags is a Set — return an array ([...set])",
+        ),
+        (
+            "return {job: tools.echo({})}",
+            f"{_RESULT} at $.job is a Promise — did you forget await?",
+        ),
     ],
 )
-def test_lossy_completion_is_invalid_output(program: str) -> None:
-    assert drive(program).error == ("invalid-output", "program completion must be lossless JSON")
+def test_lossy_completion_is_invalid_output(program: str, detail: str) -> None:
+    assert drive(program).error == ("invalid-output", _PREFIX + detail)
 
 
 def test_deep_nesting_is_iterative() -> None:
@@ -277,31 +317,47 @@ def test_program_can_construct_the_error_class() -> None:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "detail"),
     [
-        "",
-        "undefined",
-        "{a: undefined}",
-        "NaN",
-        "{n: -0}",
-        "{n: Infinity}",
-        "new Map()",
-        "new Date()",
-        "[1, , 2]",
-        "{f() {}}",
-        "{b: 1n}",
-        "(() => { const o = {}; o.o = o; return o })()",
-        "new (class A {})()",
-        "{[Symbol('s')]: 1}",
+        ("{a: undefined}", "arguments.a is undefined — omit the key or pass null"),
+        (
+            "{limit: NaN}",
+            "arguments.limit is NaN — JSON has no NaN or Infinity; use null or a string",
+        ),
+        ("{n: -0}", "arguments.n is -0 — JSON has no -0; use 0"),
+        ("new Map()", "arguments is a Map — pass an object or array (Object.fromEntries(map))"),
+        ("{when: new Date()}", "arguments.when is a Date — pass date.toISOString()"),
+        (
+            "{xs: [1, , 2]}",
+            "arguments.xs is an array with holes or extra properties — use a plain array",
+        ),
+        ("{f() {}}", "arguments.f is a function — pass its result instead"),
+        ("{b: [1n]}", "arguments.b[0] is a bigint — pass a number or a string"),
+        (
+            "(() => { const o = {}; o.o = o; return o })()",
+            "arguments.o is a circular reference — JSON cannot hold cycles",
+        ),
+        ("new (class A {})()", "arguments is a A instance — pass a plain object or array"),
+        ("{[Symbol('s')]: 1}", "arguments has a symbol key — use string keys"),
+        (
+            "{'my key': [{p: new Set()}]}",
+            'arguments["my key"][0].p is a Set — pass an array ([...set])',
+        ),
     ],
 )
-def test_lossy_arguments_reject_in_the_guest(args: str) -> None:
+def test_lossy_arguments_reject_in_the_guest(args: str, detail: str) -> None:
     outcome = drive(f"return await tools.echo({args})")
     assert outcome.calls == []
     assert outcome.error == (
         "exception",
-        "TypeError: binding arguments must be lossless JSON\n    at <program>:1",
+        f"TypeError: binding arguments must be lossless JSON: {detail}\n    at <program>:1",
     )
+
+
+@pytest.mark.parametrize("args", ["", "undefined"])
+def test_no_arguments_mean_an_empty_object(args: str) -> None:
+    outcome = drive(f"return await tools.echo({args})")
+    assert [call.args_json for call in outcome.calls] == ["{}"]
 
 
 def test_argument_getters_run_once_and_a_throwing_getter_rejects() -> None:
@@ -371,13 +427,50 @@ def test_fire_and_forget_calls_stay_visible_after_completion() -> None:
         ("throw {toString() { return 'custom' }}", "custom"),
         ("throw Object.create(null)", "program threw an unrenderable value"),
         ("throw {toString() { throw new Error('no') }}", "program threw an unrenderable value"),
-        ("function r() { return r() + 1 }\nr()", "RangeError: Maximum call stack size exceeded"),
-        ("\n\nlet x = ;", "SyntaxError: unexpected token in expression: ';'\n    at <program>:3"),
         ("eval('throw new Error(\"from eval\")')", "Error: from eval\n    at <program>:1"),
     ],
 )
 def test_thrown_values_render_with_program_lines(program: str, message: str) -> None:
     assert drive(program).error == ("exception", message)
+
+
+@pytest.mark.parametrize(
+    ("program", "kind", "message"),
+    [
+        (
+            "function r() { return r() + 1 }\nr()",
+            "recursion",
+            "RangeError: Maximum call stack size exceeded (recursion too deep)",
+        ),
+        # Caught, or seen by a rejection handler: still terminal, as running out of memory is.
+        (
+            "function r() { return r() + 1 }\ntry { r() } catch (e) {}\nreturn 'carried on'",
+            "recursion",
+            "RangeError: Maximum call stack size exceeded (recursion too deep)",
+        ),
+        (
+            "function r() { return r() + 1 }\n"
+            "return await Promise.resolve().then(r).catch(() => 'carried on')",
+            "recursion",
+            "RangeError: Maximum call stack size exceeded (recursion too deep)",
+        ),
+        # What QuickJS alone refuses to parse is a syntax failure too.
+        (
+            "\n\nlet x = ;",
+            "syntax",
+            "SyntaxError: unexpected token in expression: ';'\n    at <program>:3",
+        ),
+    ],
+)
+def test_failure_kinds(program: str, kind: str, message: str) -> None:
+    assert drive(program).error == (kind, message)
+
+
+def test_a_programs_own_range_error_is_an_ordinary_exception() -> None:
+    program = (
+        "try { throw new RangeError('Maximum call stack size exceeded') } catch { return 'ok' }"
+    )
+    assert drive(program).value == "ok"
 
 
 def test_stack_reads_inside_the_program_use_program_lines() -> None:
@@ -475,3 +568,34 @@ def test_stripped_corpus_prints_what_node_printed(path: pathlib.Path) -> None:
         lines.append(f"return: {outcome.state.value_json}")
     assert isinstance(outcome.state, GuestDone), outcome.state
     assert "\n".join(lines) + "\n" == path.with_suffix(".out").read_text()
+
+
+def test_a_refused_value_deep_or_under_a_long_key_gets_a_short_path() -> None:
+    deep = drive("let v = {x: undefined}; for (let i = 0; i < 5000; i++) v = [v]; return v")
+    assert deep.error == (
+        "invalid-output",
+        f"{_PREFIX}{_RESULT} at ${'[0]' * 16}…{'[0]' * 15}.x is undefined — omit the key or pass null",
+    )
+    long_key = drive("return {['k'.repeat(10000)]: undefined}")
+    assert long_key.error == (
+        "invalid-output",
+        f'{_PREFIX}{_RESULT} at $["{"k" * 64}…"] is undefined — omit the key or pass null',
+    )
+
+
+def test_an_unknown_tool_with_no_tools_says_none_are_available() -> None:
+    outcome = drive("return await tools.read({})", bindings=[JsBinding("tools", ())])
+    assert outcome.error == (
+        "exception",
+        "TypeError: unknown tool tools.read; available: (none)\n    at <program>:1",
+    )
+
+
+def test_a_call_passed_without_await_is_named_as_a_promise() -> None:
+    outcome = drive("return await tools.echo({text: tools.echo({})})")
+    assert [call.args_json for call in outcome.calls] == ["{}"]  # only the inner call left
+    assert outcome.error == (
+        "exception",
+        "TypeError: binding arguments must be lossless JSON: arguments.text is a Promise — "
+        "did you forget await?\n    at <program>:1",
+    )

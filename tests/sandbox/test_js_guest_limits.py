@@ -101,13 +101,17 @@ def test_guest_is_usable_for_reporting_after_running_out() -> None:
     assert outcome.logs == ["before"]
 
 
-def test_deep_recursion_is_a_catchable_range_error_and_the_process_survives() -> None:
+def test_deep_recursion_is_terminal_even_when_caught_and_the_process_survives() -> None:
     program = """
     let depth = 0;
     const down = () => { depth++; down() };
     try { down() } catch (e) { return [e.name, depth > 100] }
     """
-    assert drive(program).value == ["RangeError", True]
+    assert drive(program).error == (
+        "recursion",
+        "RangeError: Maximum call stack size exceeded (recursion too deep)",
+    )
+    assert drive("return 1").value == 1
 
 
 def test_deep_argument_nesting_is_serialised_without_recursion() -> None:
@@ -203,13 +207,14 @@ def test_replacing_globals_breaks_only_the_program() -> None:
     tools = null; console = null; ToolCallError = null;
     keep.log({ still: ['works', 1] }, keep.map);
     const r = await keep.echo({ a: 1 });
-    try { await keep.echo(undefined) } catch (e) { keep.log(e.message) }
+    try { await keep.echo({f: undefined}) } catch (e) { keep.log(e.message) }
     return r
     """
     outcome = drive(program)
     assert outcome.logs == [
         "{ still: [ 'works', 1 ] } Map(1) { 1 => 2 }",
-        "binding arguments must be lossless JSON",
+        "binding arguments must be lossless JSON: arguments.f is undefined — omit the key "
+        "or pass null",
     ]
     assert outcome.value == {"tool": "echo", "args": {"a": 1}}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
 
@@ -172,14 +173,18 @@ async def test_buffer_past_the_engine_length_limit_is_a_plain_exception(run: Run
 # -- deep recursion and deep data --------------------------------------------------------
 
 
-async def test_deep_recursion_is_a_range_error(run: Run) -> None:
+_RECURSION = "RangeError: Maximum call stack size exceeded (recursion too deep)"
+
+
+async def test_deep_recursion_is_terminal(run: Run) -> None:
     program = "function f(n: number): number { return f(n + 1) + 1 }\nreturn f(0)"
-    assert err(await run(program)) == "RangeError: Maximum call stack size exceeded"
+    assert err(await run(program), "recursion") == _RECURSION
 
 
-async def test_recursion_retried_in_catch_ends_at_the_budget(run: Run) -> None:
+async def test_recursion_retried_in_catch_ends_at_once(run: Run) -> None:
     program = "function f(): number { return f() }\nfor (;;) { try { f() } catch {} }"
-    assert err(await run(program), "timeout") == COMPUTE
+    with anyio.fail_after(5):  # not at the 10 s compute budget
+        assert err(await run(program), "recursion") == _RECURSION
 
 
 async def test_deep_data_crosses_without_recursion(run: Run) -> None:
@@ -266,15 +271,49 @@ async def test_stack_hooks_are_locked(run: Run) -> None:
     assert err(await run(program)) == "Error: still\n    at <program>:3"
 
 
-async def test_replacing_tools_and_console_affects_only_the_program(run: Run) -> None:
+async def test_replacing_console_affects_only_the_program(run: Run) -> None:
     program = """
-    ;(tools as any).record = async () => 'fake'
-    const fake = await tools.record({})
     ;(globalThis as any).console = null
-    try { await tools.fail({message: 'real', code: 'E'}) } catch (e) { return [fake, e.code] }
+    try { await tools.fail({message: 'real', code: 'E'}) } catch (e) { return e.code }
     """
-    assert ok(await run(program)) == ["fake", "E"]
+    assert ok(await run(program)) == "E"
+
+
+@pytest.mark.parametrize(
+    ("statement", "denied"),
+    [
+        ("(tools as any).record = async () => 'fake'", "set tools.record"),
+        ("(tools as any).brand_new = 1", "set tools.brand_new"),
+        ("delete (tools as any).echo", "delete tools.echo"),
+        ("Object.defineProperty(tools, 'echo', {value: 1})", "define tools.echo"),
+        ("Object.setPrototypeOf(tools, {})", "set the prototype of tools"),
+    ],
+)
+async def test_writing_tools_is_forbidden_even_when_caught(
+    run: Run, statement: str, denied: str
+) -> None:
+    # A program that could replace a tool could fake what the tool said.
+    program = f"console.log('before')\ntry {{ {statement} }} catch {{}}\nreturn 'carried on'"
+    result = await run(program)
+    assert err(result, "forbidden") == f"tools is read-only: cannot {denied}"
+    assert result.logs == ["before"]
     assert received == []
+
+
+async def test_an_unknown_tool_names_the_available_ones(run: Run) -> None:
+    result = await run("await tools.fetch_url({url: 'x'})")
+    assert err(result) == (
+        "TypeError: unknown tool tools.fetch_url; available: "
+        "buggy, delayed, echo, fail, my-tool, record, slow\n    at <program>:1"
+    )
+
+
+async def test_tools_stays_usable_and_non_extensible(run: Run) -> None:
+    program = """
+    return [await tools["my-tool"]({n: 1}), Object.isExtensible(tools), Object.isFrozen(tools),
+            typeof (tools as any).then, 'echo' in tools, 'nope' in tools, Object.keys(tools).length]
+    """
+    assert ok(await run(program)) == [{"n": 1}, False, True, "undefined", True, False, 7]
 
 
 async def test_host_internals_are_out_of_reach(run: Run) -> None:

@@ -234,6 +234,23 @@ CATALOG: list[SdkTool] = [
     ),
 ]
 CASES = {"catalog": CATALOG, "empty": []}
+# What a runtime and a host pass in (sandbox/_sdk_facts.py, cli/_compose.py), fixed here
+# so the block's wording is golden too.
+FACTS: dict[str, Any] = {
+    "syntax": "TypeScript: types are erased.",
+    "modules": ["asyncio", "json", "re"],
+    "asyncio": ["gather", "sleep", "Semaphore"],
+    "calls": "A tool call starts when made.",
+    "limits": {
+        "compute_ms": 10_000,
+        "wall_ms": 60_000,
+        "memory_bytes": 512 * 2**20,
+        "output_bytes": 16 * 2**20,
+        "sub_calls": 10_000,
+    },
+    "workspace": "/repo",
+    "read_before_write": ["edit", "write"],
+}
 
 
 def check_golden(name: str, text: str) -> None:
@@ -254,6 +271,12 @@ def check_golden(name: str, text: str) -> None:
 def test_golden(case: str, language: str) -> None:
     text = render_sdk(CASES[case], language)
     check_golden(f"{case}.{EXTENSIONS[language]}.md", text)
+
+
+@pytest.mark.parametrize("language", sorted(EXTENSIONS))
+def test_golden_with_facts(language: str) -> None:
+    text = render_sdk(CATALOG, language, FACTS)
+    check_golden(f"catalog-facts.{EXTENSIONS[language]}.md", text)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -65,7 +65,9 @@ def test_typescript_section_is_utf8_and_lists_every_tool(tools: list[SdkTool]) -
     body = section.split("\n```ts\n", 1)[1]
     assert body.endswith("\n```")
     # One ToolOutputMap line per tool, each at one-level indentation.
-    output_map = body.split("interface ToolOutputMap {", 1)[1].split("\n\ntype ToolName", 1)[0]
+    # The interface ends at its own closing line (shared type aliases may follow it).
+    rest = body.split("interface ToolOutputMap {", 1)[1]
+    output_map = "" if rest.startswith("}") else rest.split("\n}\n", 1)[0]
     top_level = [
         line
         for line in output_map.splitlines()

@@ -119,7 +119,6 @@ def test_worked_example() -> None:
         "    # Path to read\n"
         "    path: str\n"
         "    limit: NotRequired[int]\n"
-        "    # Additional keys beyond those declared are allowed.\n"
         "\n"
         "class ReadFileOutput(TypedDict):\n"
         "    text: str\n"
@@ -253,8 +252,14 @@ def test_class_names(tool: str, args_class: str) -> None:
 
 
 def test_class_name_collisions_get_numeric_suffixes() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    body = render(SdkTool("a_b", "", schema), SdkTool("aB", "", schema), SdkTool("a-b", "", schema))
+    def schema(key: str) -> dict[str, Any]:  # distinct shapes: each gets its own class
+        return {"type": "object", "properties": {key: {"type": "string"}}}
+
+    body = render(
+        SdkTool("a_b", "", schema("x")),
+        SdkTool("aB", "", schema("y")),
+        SdkTool("a-b", "", schema("z")),
+    )
     # Sorted: "a-b" < "aB" < "a_b".
     assert "async def aB(self, args: ABArgs2)" in body
     assert "async def a_b(self, args: ABArgs3)" in body
@@ -378,3 +383,38 @@ def test_description_ending_in_backslash_keeps_the_docstring_closed() -> None:
 def test_exotic_tool_name_comment_uses_json_quoting() -> None:
     body = render(SdkTool('we"ird\nname\ud800', "", {}, {}))
     assert '    # tools["we\\"ird\\nname\\ud800"](args: Any) -> Any' in body
+
+
+def test_a_shape_used_twice_is_declared_once() -> None:
+    job = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"id": {"type": "string"}},
+        "required": ["id"],
+    }
+    listed = {"type": "array", "items": job}
+    wrapped = {"type": "object", "additionalProperties": False, "properties": {"job": job}}
+    body = render(
+        SdkTool("job_kill", "", output_schema=wrapped),
+        SdkTool("job_list", "", output_schema=listed),
+    )
+    assert body.count("    id: str\n") == 1
+    assert "class JobKillOutputJob(TypedDict):" in body
+    assert "async def job_list(self, args: dict[str, Any]) -> list[JobKillOutputJob]: ..." in body
+
+
+def test_argument_classes_are_open_by_the_stated_rule_and_closed_ones_say_so() -> None:
+    closed_args = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string"}},
+    }
+    open_output = {"type": "object", "properties": {"b": {"type": "string"}}}
+    section = render_sdk([SdkTool("t", "", closed_args, open_output)], "python")
+    assert "- Argument objects take undeclared keys unless marked `# closed`." in section
+    assert "class TArgs(TypedDict):\n    a: NotRequired[str]\n    # closed\n" in section
+    # Outputs keep their own note: the rule speaks of arguments only.
+    assert (
+        "    b: NotRequired[str]\n    # Additional keys beyond those declared are allowed."
+        in section
+    )

@@ -310,7 +310,7 @@ def test_worked_example() -> None:
         "    /** Path to read */\n"
         "    path: string;\n"
         "    limit?: number;\n"
-        "  } & Record<string, JsonValue>;\n"
+        "  };\n"
         "}\n"
         "\n"
         "interface ToolOutputMap {\n"
@@ -419,3 +419,44 @@ def test_integers_too_long_to_print_are_unsupported() -> None:
     assert json_schema_to_ts({"type": "integer", "const": 10**4000}) == "1" + "0" * 4000
     assert json_schema_to_ts({"type": "integer", "const": 10**5000}) == "unknown"
     assert json_schema_to_ts({"default": 10**5000}) == "unknown"
+
+
+def test_a_shape_used_twice_is_declared_once_as_a_type_alias() -> None:
+    job = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"id": {"type": "string"}},
+        "required": ["id"],
+    }
+    tools = [
+        SdkTool(
+            "job_kill",
+            "",
+            output_schema={
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"job": job},
+            },
+        ),
+        SdkTool("job_list", "", output_schema={"type": "array", "items": job}),
+    ]
+    body = fenced_ts(render_sdk(tools, "typescript"))
+    assert "  job_list: Job[];\n" in body
+    assert "    job?: Job;\n" in body
+    assert "\n\ntype Job = {\n  id: string;\n}\n\n" in body
+    assert body.count("id: string;") == 1
+
+
+def test_argument_objects_are_open_by_the_stated_rule_and_closed_ones_say_so() -> None:
+    closed_args = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string"}},
+    }
+    open_output = {"type": "object", "properties": {"b": {"type": "string"}}}
+    section = render_sdk([SdkTool("t", "", closed_args, open_output)], "typescript")
+    assert "- Argument objects take undeclared keys unless marked `// closed`." in section
+    assert "  t: { // closed\n    a?: string;\n  };\n" in section
+    # Outputs keep the exact type: the rule speaks of arguments only.
+    assert "  t: {\n    b?: string;\n  } & Record<string, JsonValue>;\n" in section
+    assert section.count("Record<string, JsonValue>") == 1
