@@ -262,7 +262,9 @@ for name, action in (
     ("listdir", lambda: os.listdir("/")),
     ("workspace", lambda: open(secret_path).read()),
     ("source", lambda: open(source).read()),
-    ("stat", lambda: os.stat(source).st_size > 0),
+    # /etc/passwd: a path every uid may traverse to (the checkout may sit under a 0700
+    # directory such as /root or a CI temp dir, where even stat fails for nobody).
+    ("stat", lambda: os.stat("/etc/passwd").st_size > 0),
 ):
     try:
         answers[name] = ["read", repr(action())]
