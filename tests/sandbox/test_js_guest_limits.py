@@ -43,16 +43,16 @@ def test_compute_budget_is_terminal(program: str) -> None:
 
 
 def test_budget_is_cumulative_across_slices() -> None:
+    # Each slice burns at most 100 ms of wall time (so at most 100 ms of CPU, however
+    # loaded the machine is), a third of the budget: only the sum across slices can
+    # exhaust it, after at least two calls.
     program = """
     const burn = (ms) => { const end = Date.now() + ms; while (Date.now() < end); };
-    burn(200);
-    await tools.echo({});
-    burn(200);
-    return 'unreachable'
+    for (;;) { burn(100); await tools.echo({}); }
     """
     outcome = drive(program, limits=FAST)
     assert outcome.error == TIMEOUT
-    assert len(outcome.calls) == 1
+    assert len(outcome.calls) >= 2
 
 
 def test_waiting_for_the_host_is_not_busy_time() -> None:
