@@ -23,9 +23,8 @@ import signal as signal_mod
 import subprocess
 import sysconfig
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
@@ -173,34 +172,28 @@ def _restrict_this_thread(root: str) -> None:
         os.close(ruleset)
 
 
-_MAX_SPAWNERS = 8
-_spawners: OrderedDict[str, ThreadPoolExecutor] = OrderedDict()
-_spawners_lock = threading.Lock()
-
-
 def _submit_confined(root: str, fn: Callable[..., _T], *args: Any) -> Future[_T]:
-    """Run ``fn(*args)`` on the thread that spawns ``rg`` confined to ``root``.
+    """Run ``fn(*args)`` on a fresh thread restricted to ``root``, which then ends.
 
-    Restricting a dedicated thread rather than each child lets ``subprocess`` keep its
-    ``vfork`` fast path: a ``preexec_fn`` would force a full ``fork`` of the host (measured
-    at +2 ms per search for a small host, growing with its size). A Landlock domain cannot
-    be left, so each root gets its own thread; the least recently used of more than
-    ``_MAX_SPAWNERS`` is retired (its queued work still runs).
+    Restricting a thread rather than each child lets ``subprocess`` keep its ``vfork``
+    fast path: a ``preexec_fn`` would force a full ``fork`` of the host (measured at +2 ms
+    per search for a small host, growing with its size). A Landlock domain cannot be left,
+    so the thread is used for one spawn only and exits: no restricted thread outlives the
+    search that needed it (a host that counts its threads sees none left behind).
     """
-    with _spawners_lock:
-        executor = _spawners.pop(root, None)
-        if executor is None:
-            executor = ThreadPoolExecutor(
-                max_workers=1,
-                thread_name_prefix="codemode-rg-spawner",
-                initializer=_restrict_this_thread,
-                initargs=(root,),
-            )
-        _spawners[root] = executor
-        while len(_spawners) > _MAX_SPAWNERS:
-            _root, retired = _spawners.popitem(last=False)
-            retired.shutdown(wait=False)
-        return executor.submit(fn, *args)
+    future: Future[_T] = Future()
+
+    def spawn() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            _restrict_this_thread(root)
+            future.set_result(fn(*args))
+        except BaseException as exc:  # handed to the awaiting task, never lost
+            future.set_exception(exc)
+
+    threading.Thread(target=spawn, name="codemode-rg-spawner", daemon=True).start()
+    return future
 
 
 def _popen(argv: list[str], cwd: str, stdin: int) -> subprocess.Popen[bytes]:
@@ -280,7 +273,7 @@ async def run_rg(
     """
     try:
         process = await _spawn([rg_executable(), *args], cwd, confine)
-    except (OSError, subprocess.SubprocessError, BrokenExecutor):
+    except (OSError, subprocess.SubprocessError):
         raise SearchError(
             f"{tool} could not start its search command (ripgrep launch failed)", "SEARCH_FAILED"
         ) from None
