@@ -153,15 +153,10 @@ def decode_utf8(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def replace_entry(entry: Handle, data: bytes) -> os.stat_result:
-    """Atomically make ``entry`` (parent descriptor + name) a regular file holding ``data``.
-
-    The temp file is created in the parent's descriptor and renamed there; an existing file
-    keeps its permission bits. Returns the stat of the written file.
-    """
-    parent = entry.parent_fd
-    assert parent >= 0 and entry.name
-    mode = stat_mod.S_IMODE(entry.st.st_mode) if entry.st is not None else 0o666 & ~_UMASK
+def _write_temp(parent: int, data: bytes, mode: int) -> tuple[str, os.stat_result]:
+    """A fresh temp file in the directory ``parent`` holding ``data`` with ``mode``: its
+    name and stat. Created exclusively and without following links, so nothing raced in at
+    the name is written through; removed again if writing fails."""
     tmp = f".codemode-{secrets.token_hex(8)}.tmp"
     fd = os.open(
         tmp,
@@ -178,6 +173,24 @@ def replace_entry(entry: Handle, data: bytes) -> os.stat_result:
             st = os.fstat(fd)
         finally:
             os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=parent)
+        raise
+    return tmp, st
+
+
+def replace_entry(entry: Handle, data: bytes) -> os.stat_result:
+    """Atomically make ``entry`` (parent descriptor + name) a regular file holding ``data``.
+
+    The temp file is created in the parent's descriptor and renamed there; an existing file
+    keeps its permission bits. Returns the stat of the written file.
+    """
+    parent = entry.parent_fd
+    assert parent >= 0 and entry.name
+    mode = stat_mod.S_IMODE(entry.st.st_mode) if entry.st is not None else 0o666 & ~_UMASK
+    tmp, st = _write_temp(parent, data, mode)
+    try:
         os.rename(tmp, entry.name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -214,22 +227,8 @@ def create_entry(entry: Handle, data: bytes) -> os.stat_result:
     rename, never replaces what appeared meanwhile."""
     parent = entry.parent_fd
     assert parent >= 0 and entry.name
-    tmp = f".codemode-{secrets.token_hex(8)}.tmp"
-    fd = os.open(
-        tmp,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-        dir_fd=parent,
-    )
+    tmp, st = _write_temp(parent, data, 0o666 & ~_UMASK)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, 0o666 & ~_UMASK)
-            st = os.fstat(fd)
-        finally:
-            os.close(fd)
         os.link(tmp, entry.name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
     finally:
         with contextlib.suppress(OSError):
