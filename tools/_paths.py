@@ -433,9 +433,15 @@ class Workspace:
         finally:
             os.close(root_fd)
 
-    def _open_walk(self, root: _Root, rel: str, display: str, raw: str) -> Handle:
+    def _walk_mapped(
+        self, root: _Root, rel: str, display: str, raw: str, mode: Mode, *, create_dirs: bool
+    ) -> Handle | tuple[tuple[int, str], str | None, os.stat_result | None, int]:
+        """``_walk`` with its outcomes in this class's terms: a missing path is a handle that
+        does not exist, escapes and non-directories are the tools' errors. Otherwise the
+        innermost directory (descriptor, real path) with ``_walk``'s name, stat and fd; the
+        outer directories' descriptors are closed."""
         try:
-            stack, name, st, fd = _walk(root, rel, "open", create_dirs=False)
+            stack, name, st, fd = _walk(root, rel, mode, create_dirs=create_dirs)
         except _Escape as exc:
             raise self._outside(raw, via_link=exc.via_link) from None
         except _Missing:
@@ -444,9 +450,16 @@ class Workspace:
             )
         except _NotDir:
             raise self._not_dir(display) from None
-        top_fd, top_real = stack.pop()
+        top = stack.pop()
         for other, _ in stack:
             os.close(other)
+        return top, name, st, fd
+
+    def _open_walk(self, root: _Root, rel: str, display: str, raw: str) -> Handle:
+        walked = self._walk_mapped(root, rel, display, raw, "open", create_dirs=False)
+        if isinstance(walked, Handle):
+            return walked
+        (top_fd, top_real), name, st, fd = walked
         if name is None:  # the path names a directory on the stack
             return Handle(
                 display=display,
@@ -475,19 +488,10 @@ class Workspace:
         ``lstat`` (``None`` when missing). The path must be inside the workspace proper.
         """
         root, rel, display = self._root_of(raw, write=True)
-        try:
-            stack, name, st, _fd = _walk(root, rel, "entry", create_dirs=create_parents)
-        except _Escape as exc:
-            raise self._outside(raw, via_link=exc.via_link) from None
-        except _Missing:
-            return Handle(
-                display=display, real=display, root=root.real, fd=-1, st=None, parent_fd=-1, name=""
-            )
-        except _NotDir:
-            raise self._not_dir(display) from None
-        parent_fd, parent_real = stack.pop()
-        for other, _ in stack:
-            os.close(other)
+        walked = self._walk_mapped(root, rel, display, raw, "entry", create_dirs=create_parents)
+        if isinstance(walked, Handle):
+            return walked
+        (parent_fd, parent_real), name, st, _fd = walked
         if name is None:
             return Handle(
                 display=display,
