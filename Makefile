@@ -22,10 +22,17 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# mypy cannot follow setuptools' editable-install mapping (codemode.engine -> engine/), so
+# it checks a tree of symlinks laid out as the installed package.
+TYPECHECK := build/typecheck/codemode
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	rm -rf build/typecheck && mkdir -p $(TYPECHECK)
+	for f in codemode/*; do ln -s ../../../$$f $(TYPECHECK)/; done
+	for d in engine sdk_gen sandbox tools cli; do ln -s ../../../$$d $(TYPECHECK)/$$d; done
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) build

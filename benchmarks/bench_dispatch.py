@@ -1,6 +1,6 @@
 """Code-mode sub-dispatch benchmark: driver overhead and fan-out concurrency.
 
-Runs entirely in-process with ``engine.testing.InProcessRuntime`` (no sandbox), so the
+Runs entirely in-process with ``codemode.engine.testing.InProcessRuntime`` (no sandbox), so the
 numbers measure the engine: the per-run single-lane driver plus the guarded pipeline.
 
 1. **Per-call overhead.** One ``run_code`` program makes N sequential sub-calls of a
@@ -30,7 +30,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (
+from codemode.engine import (
     AbortController,
     MemorySessionLog,
     ToolExecutionInput,
@@ -39,7 +39,7 @@ from engine import (
     define_tool,
     text,
 )
-from engine.testing import InProcessRuntime
+from codemode.engine.testing import InProcessRuntime
 
 OVERHEAD_TARGET = 2.0
 FANOUT_TARGET = 1.15

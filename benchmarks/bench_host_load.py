@@ -35,7 +35,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (
+from codemode.engine import (
     AbortController,
     MemorySessionLog,
     ToolExecutionInput,
@@ -44,7 +44,7 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import Limits, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
 
 LAG_TARGET_MS = 100.0
 RSS_TARGET = 1.5 * 2**30

@@ -20,7 +20,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (
+from codemode.engine import (
     AbortController,
     ToolExecutionInput,
     ToolOutput,
@@ -28,7 +28,7 @@ from engine import (
     define_tool,
     text,
 )
-from engine.schema import validate_json_schema_value
+from codemode.engine.schema import validate_json_schema_value
 
 N = 20_000
 ROUNDS = 5
@@ -144,7 +144,7 @@ def _bench_validation() -> None:
     print()
     print("schema validation (valid values, same schema and values)")
     print(f"{'validator':<38}{'us/value':>10}{'x ours':>10}")
-    print(f"{'engine.schema.validate_json_schema_value':<38}{ours:>10.2f}{1:>10.1f}")
+    print(f"{'codemode.engine.schema.validate_json_schema_value':<38}{ours:>10.2f}{1:>10.1f}")
     try:
         import jsonschema
     except ImportError:

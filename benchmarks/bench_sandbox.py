@@ -35,7 +35,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (
+from codemode.engine import (
     AbortController,
     Binding,
     CodeRunRequest,
@@ -47,7 +47,7 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime, _boundary
+from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime, _boundary
 
 try:
     import pydantic_monty

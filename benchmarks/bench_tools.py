@@ -30,9 +30,9 @@ if __package__ in (None, ""):
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import AbortController, ToolExecutionInput, ToolRuntime
-from tools import default_tools
-from tools._rg import rg_executable
+from codemode.engine import AbortController, ToolExecutionInput, ToolRuntime
+from codemode.tools import default_tools
+from codemode.tools._rg import rg_executable
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
 

@@ -1,4 +1,4 @@
-"""``python -m cli`` runs the ``codemode`` command."""
+"""``python -m codemode.cli`` runs the ``codemode`` command."""
 
 from __future__ import annotations
 

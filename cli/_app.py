@@ -21,11 +21,10 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import anyio
 import anyio.abc
 import typer
+from codemode.engine import AbortController, ToolExecutionInput
+from codemode.engine._json import thaw
 from rich.console import Console
 from rich.markup import escape
-
-from engine import AbortController, ToolExecutionInput
-from engine._json import thaw
 
 from ._catalog import catalog_entries, render_table
 from ._compose import (

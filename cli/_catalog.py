@@ -12,8 +12,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from engine import AbortController, Scope, ToolExecutionInput, ToolRuntime
-from engine._json import thaw
+from codemode.engine import AbortController, Scope, ToolExecutionInput, ToolRuntime
+from codemode.engine._json import thaw
 
 __all__ = ["catalog_entries", "render_table"]
 

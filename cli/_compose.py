@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
-from engine import MemorySessionLog, Scope, ToolRuntime
-from engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
+from codemode.engine import MemorySessionLog, Scope, ToolRuntime
+from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 
 __all__ = [
     "LANGUAGES",
@@ -96,7 +95,7 @@ class RunLimits(msgspec.Struct, frozen=True):
 
 
 def _code_runtime(language: str, limits: RunLimits) -> Any:
-    import sandbox
+    import codemode.sandbox as sandbox
 
     runtime_limits = sandbox.Limits(
         compute_ms=limits.compute_ms,
@@ -127,7 +126,7 @@ async def open_session(
     bash jobs and stops the sandbox's fork server and workers. ``sandbox=False`` composes
     the same catalog in native mode without starting a sandbox (for listing tools).
     """
-    import tools as first_party
+    import codemode.tools as first_party
 
     parent = state_parent(workspace)
     if parent is None:

@@ -145,7 +145,7 @@ class ToolRuntime:
 
     def sdk_tools(self, scope: Scope | None = None) -> list[Any]:
         """The tools the SDK declares for ``scope``: its view minus ``run_code``."""
-        from sdk_gen import SdkTool
+        from codemode.sdk_gen import SdkTool
 
         return [
             SdkTool(
@@ -160,7 +160,7 @@ class ToolRuntime:
 
     def system_prompt_sections(self, scope: Scope | None = None) -> dict[str, str]:
         """``{"tools:code-only": ..., "tools:sdk": ...}`` regenerated from the live view."""
-        from sdk_gen import render_sdk
+        from codemode.sdk_gen import render_sdk
 
         mode = self._registry.mode_for(scope)
         if mode == "native":

@@ -34,8 +34,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import msgspec
-
-from engine._json import LosslessJsonError, snapshot
+from codemode.engine._json import LosslessJsonError, snapshot
 
 from ._frames import (
     CallFrame,

@@ -35,14 +35,18 @@ _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 10.0
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-# The server imports ``sandbox`` through a bare package stub, so the host-only modules
-# of ``sandbox/__init__.py`` (anyio, engine) never load into the fork server or workers.
+# The server imports ``codemode.sandbox`` through bare package stubs, so the host-only
+# modules of the packages' ``__init__`` (anyio, engine) never load into the fork server or
+# workers.
 _BOOT = (
     "import sys, types\n"
-    "pkg = types.ModuleType('sandbox')\n"
+    "root = types.ModuleType('codemode')\n"
+    "root.__path__ = []\n"
+    "pkg = types.ModuleType('codemode.sandbox')\n"
     "pkg.__path__ = [sys.argv[1]]\n"
-    "sys.modules['sandbox'] = pkg\n"
-    "from sandbox._forkserver import main\n"
+    "sys.modules['codemode'] = root\n"
+    "sys.modules['codemode.sandbox'] = pkg\n"
+    "from codemode.sandbox._forkserver import main\n"
     "main(sys.argv[2])\n"
 )
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from engine._json import js_number
+from codemode.engine._json import js_number
 
 from ._frames import dumps_deep, json_string_length, sanitize_text, truncate_to_json_length
 

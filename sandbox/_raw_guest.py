@@ -2,7 +2,7 @@
 
 It exists to prove that the kernel layers (rlimits, seccomp, namespaces, credentials)
 hold even if the RestrictedPython guards were bypassed entirely. ``PythonRuntime`` never
-registers it; only a pool built explicitly with ``guests={"raw": "sandbox._raw_guest"}``
+registers it; only a pool built explicitly with ``guests={"raw": "codemode.sandbox._raw_guest"}``
 (the sandbox tests) can run it. The program may set ``result`` (sent as the value) and
 can reach the bridge as ``bridge`` to send hostile frames.
 """

@@ -15,9 +15,8 @@ from typing import Any, ClassVar
 
 import anyio
 import msgspec
-
-from engine import CodeRunError, CodeRunRequest, CodeRunResult
-from engine._code_runtime import validate_bindings
+from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
+from codemode.engine._code_runtime import validate_bindings
 
 from ._boundary import BoundarySpec
 from ._limits import Limits
@@ -178,7 +177,7 @@ class PythonRuntime(ProcessRuntime):
 
     language: ClassVar[str] = "python"
     guest: ClassVar[str] = "python"
-    guest_modules: ClassVar[dict[str, str]] = {"python": "sandbox._py_guest"}
+    guest_modules: ClassVar[dict[str, str]] = {"python": "codemode.sandbox._py_guest"}
 
     def __init__(
         self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None

@@ -44,7 +44,7 @@ def _python_asyncio() -> list[str]:
     """The facade's callables and classes (exceptions, constants and ``is*`` predicates go
     unsaid: the block lists what a program builds concurrency from)."""
     try:
-        module = importlib.import_module("sandbox._py_asyncio")
+        module = importlib.import_module("codemode.sandbox._py_asyncio")
         facade = module.make_asyncio(lambda exc: None)
         names = [name for name in dir(facade) if not name.startswith("_")]
     except Exception:  # the module is not there (or changed shape): say what is certain
@@ -61,7 +61,7 @@ def _python_asyncio() -> list[str]:
 
 
 def _python_calls_are_lazy() -> bool:
-    objects = importlib.import_module("sandbox._py_objects")
+    objects = importlib.import_module("codemode.sandbox._py_objects")
     return hasattr(objects, "_ToolCall")
 
 

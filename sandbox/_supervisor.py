@@ -47,9 +47,14 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
-
-from engine import AbortSignal, BindingCallError, CodeRunError, CodeRunRequest, CodeRunResult
-from engine._json import is_lossless
+from codemode.engine import (
+    AbortSignal,
+    BindingCallError,
+    CodeRunError,
+    CodeRunRequest,
+    CodeRunResult,
+)
+from codemode.engine._json import is_lossless
 
 from ._bridge import HostBridge, HostFrame
 from ._forkserver_client import ForkServerError

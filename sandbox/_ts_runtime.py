@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import msgspec
-
-from engine import CodeRunError, CodeRunRequest, CodeRunResult
+from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
 
 from ._limits import Limits
 from ._runtime import ProcessRuntime
@@ -26,7 +25,7 @@ from ._ts_strip import TypeStripError, strip_types
 
 __all__ = ["TypeScriptRuntime"]
 
-_GUEST_MODULE = "sandbox._js_worker"
+_GUEST_MODULE = "codemode.sandbox._js_worker"
 
 
 class TypeScriptRuntime(ProcessRuntime):

@@ -19,14 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ._frames import (
-    FrameBuffer,
-    ResultFrame,
-    RunFrame,
-    WorkerInbound,
-    decode_frame,
-    encode_frame,
-)
+from ._frames import FrameBuffer, ResultFrame, RunFrame, WorkerInbound, decode_frame, encode_frame
 
 __all__ = ["WorkerBridge"]
 

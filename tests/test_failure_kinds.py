@@ -9,8 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-
-from engine import (
+from codemode.engine import (
     AbortController,
     ToolExecutionInput,
     ToolOutput,
@@ -18,7 +17,7 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import Limits, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
 
 LIMITS = Limits(
     compute_ms=1000,

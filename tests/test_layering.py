@@ -20,15 +20,60 @@ ALLOWED = {
 FIRST_PARTY = set(ALLOWED)
 
 
-def _imports(path: Path) -> set[str]:
+def _absolute_imports(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: set[str] = set()
+    found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.append(node.module)
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    """The first-party packages ``path`` imports, named by folder (``codemode.engine`` -> engine)."""
+    found: set[str] = set()
+    for name in _absolute_imports(path):
+        parts = name.split(".")
+        if parts[0] == "codemode" and len(parts) > 1:
+            found.add(parts[1])
     return found & FIRST_PARTY
+
+
+def _source_files() -> list[Path]:
+    files = [p for package in ALLOWED for p in (ROOT / package).rglob("*.py")]
+    return sorted(files + list((ROOT / "codemode").rglob("*.py")))
+
+
+def test_nothing_imports_the_folders_as_top_level_packages() -> None:
+    # Installed, the folders are codemode.engine, codemode.sandbox, ...; a bare ``engine``
+    # import would work only from a checkout (and would collide with a host's own package).
+    roots = [ROOT / "benchmarks", ROOT / "examples", ROOT / "tests", ROOT / "codemode"]
+    files = _source_files() + [p for r in roots for p in r.rglob("*.py")]
+    bad = [
+        f"{f.relative_to(ROOT)} imports {name}"
+        for f in files
+        if "golden" not in f.parts and "ts_corpus" not in f.parts
+        for name in _absolute_imports(f)
+        if name.split(".")[0] in FIRST_PARTY
+    ]
+    assert bad == []
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    setuptools = config["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    found = {"codemode"}
+    for folder in ALLOWED:
+        assert setuptools["package-dir"][f"codemode.{folder}"] == folder
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT).parts
+            found.add(".".join(("codemode", *rel)))
+    assert listed == found
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -46,7 +91,7 @@ def test_package_imports_follow_the_layering(package: str) -> None:
 def test_sdk_gen_uses_only_the_standard_library() -> None:
     import sys
 
-    stdlib = set(sys.stdlib_module_names) | {"__future__", "sdk_gen"}
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
     for file in sorted((ROOT / "sdk_gen").rglob("*.py")):
         tree = ast.parse(file.read_text(encoding="utf-8"))
         for node in ast.walk(tree):

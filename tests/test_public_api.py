@@ -8,14 +8,15 @@ import inspect
 import pytest
 
 PACKAGES = [
-    "engine",
-    "engine.schema",
-    "engine.policies",
-    "engine.scheduling",
-    "engine.testing",
-    "sdk_gen",
-    "sandbox",
-    "tools",
+    "codemode",
+    "codemode.engine",
+    "codemode.engine.schema",
+    "codemode.engine.policies",
+    "codemode.engine.scheduling",
+    "codemode.engine.testing",
+    "codemode.sdk_gen",
+    "codemode.sandbox",
+    "codemode.tools",
 ]
 
 API_MD_ENGINE = """
@@ -41,14 +42,14 @@ def test_all_is_sorted_and_resolves(name: str) -> None:
 
 
 def test_engine_exports_every_name_api_md_pins() -> None:
-    import engine
+    import codemode.engine as engine
 
     missing = [n for n in API_MD_ENGINE if n not in engine.__all__]
     assert missing == []
 
 
 def test_schema_module_exports_the_pinned_functions() -> None:
-    from engine import schema
+    from codemode.engine import schema
 
     for name in (
         "assert_supported_json_schema",

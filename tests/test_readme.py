@@ -27,7 +27,7 @@ def test_embedding_example_runs() -> None:
         text=True,
         timeout=120,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=dict(os.environ),
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -39,7 +39,7 @@ def test_embedding_example_runs() -> None:
 
 
 def test_positional_tool_execution_input_as_api_md_shows() -> None:
-    from engine import AbortController, ToolExecutionInput
+    from codemode.engine import AbortController, ToolExecutionInput
 
     signal = AbortController().signal
     inp = ToolExecutionInput("c1", "echo", {"value": "x"}, signal)

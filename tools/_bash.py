@@ -17,8 +17,7 @@ import stat as stat_mod
 from typing import Any
 
 import anyio
-
-from engine import AbortError, ToolDefinition, ToolOutput, text
+from codemode.engine import AbortError, ToolDefinition, ToolOutput, text
 
 from ._catalog import catalog_entry, define_catalog_tool
 from ._common import arg, is_blank, result_parts, text_of

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from engine import ToolDefinition, define_tool
+from codemode.engine import ToolDefinition, define_tool
 
 __all__ = ["catalog_entry", "define_catalog_tool", "parameter_spec"]
 

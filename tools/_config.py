@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ._paths import Workspace
 
 if TYPE_CHECKING:
-    from engine.policies import SpillStore
+    from codemode.engine.policies import SpillStore
 
     from ._fs_policy import FsObservationPolicy
     from ._images import AttachmentStore

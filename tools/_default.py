@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from engine import ToolDefinition
-from engine.policies import LocalSpillStore
+from codemode.engine import ToolDefinition
+from codemode.engine.policies import LocalSpillStore
 
 from ._bash import build_bash
 from ._config import ToolsConfig, ensure_private_dir, runtime_dir
@@ -23,7 +23,7 @@ from ._todo import build_todo_write
 from ._write_edit import build_edit, build_write
 
 if TYPE_CHECKING:
-    from engine.policies import SpillStore
+    from codemode.engine.policies import SpillStore
 
     from ._fs_policy import FsObservationPolicy
     from ._images import AttachmentStore

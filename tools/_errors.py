@@ -25,7 +25,7 @@ BASH and JOB codes are listed in ``tools/_bash.py`` and ``tools/_jobs.py``.
 
 from __future__ import annotations
 
-from engine import HarnessError
+from codemode.engine import HarnessError
 
 __all__ = ["BashError", "FsError", "JobError", "SearchError", "io_error"]
 

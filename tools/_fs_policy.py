@@ -27,7 +27,7 @@ from ._fsio import FileVersion
 from ._paths import Workspace
 
 if TYPE_CHECKING:
-    from engine import ToolRuntime
+    from codemode.engine import ToolRuntime
 
 __all__ = ["FsObservationPolicy"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine import ToolDefinition, text
+from codemode.engine import ToolDefinition, text
 
 from ._catalog import catalog_entry
 from ._common import is_blank

@@ -9,8 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 import msgspec
-
-from engine import ToolDefinition, text
+from codemode.engine import ToolDefinition, text
 
 from ._catalog import catalog_entry
 from ._common import arg, is_blank

@@ -13,8 +13,7 @@ import struct
 from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
-
-from engine import ToolDefinition, ToolOutput, text
+from codemode.engine import ToolDefinition, ToolOutput, text
 
 from ._catalog import define_catalog_tool
 from ._common import is_blank

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import ToolDefinition, ToolOutput, text
+from codemode.engine import ToolDefinition, ToolOutput, text
 
 from ._catalog import define_catalog_tool
 from ._common import arg

@@ -25,8 +25,7 @@ from typing import Any, Literal, Self
 
 import anyio
 import anyio.abc
-
-from engine import AbortError, AbortSignal
+from codemode.engine import AbortError, AbortSignal
 
 from ._config import ensure_private_dir, runtime_dir
 from ._errors import JobError

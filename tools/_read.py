@@ -14,8 +14,7 @@ import re
 from typing import Any, BinaryIO
 
 import anyio.to_thread
-
-from engine import AbortSignal, ToolDefinition, ToolOutput, text
+from codemode.engine import AbortSignal, ToolDefinition, ToolOutput, text
 
 from ._catalog import define_catalog_tool, parameter_spec
 from ._common import arg, as_positive_int, is_blank, result_parts, text_of

@@ -30,8 +30,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 import anyio
-
-from engine import AbortSignal
+from codemode.engine import AbortSignal
 
 from ._errors import SearchError
 from ._text import utf8_tail

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
-
-from engine import ToolDefinition, ToolOutput
+from codemode.engine import ToolDefinition, ToolOutput
 
 from . import _rg
 from ._catalog import define_catalog_tool

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import ToolDefinition, ToolOutput, text
+from codemode.engine import ToolDefinition, ToolOutput, text
 
 from ._catalog import catalog_entry, define_catalog_tool
 from ._config import ToolsConfig

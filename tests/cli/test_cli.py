@@ -19,7 +19,7 @@ def codemode(
     *args: str, stdin: str | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "codemode.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -37,7 +37,7 @@ def codemode(
     if columns is not None:
         env["COLUMNS"] = str(columns)
     return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "codemode.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -252,7 +252,7 @@ def test_a_workspace_holding_the_temp_dir_keeps_job_output_outside_it(tmp_path: 
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(inner_tmp)}
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "run", "-", "-w", str(tmp_path), "--json"],
+        [sys.executable, "-m", "codemode.cli", "run", "-", "-w", str(tmp_path), "--json"],
         input=program,
         capture_output=True,
         text=True,

@@ -87,7 +87,7 @@ def _spawn(program: str, lang: str, tmp_path: Path) -> tuple[pexpect.spawn, Path
     workspace.mkdir()
     script = tmp_path / ("prog.ts" if lang == "typescript" else "prog.py")
     script.write_text(program, encoding="utf-8")
-    args = ["-m", "cli", "run", str(script), "-w", str(workspace)]
+    args = ["-m", "codemode.cli", "run", str(script), "-w", str(workspace)]
     child = pexpect.spawn(
         sys.executable,
         [*args, "--compute-ms", "600000", "--wall-ms", "600000"],
@@ -108,7 +108,7 @@ def _running_tree(child: pexpect.spawn, workspace: Path, sleeps: int = 0) -> dic
         "the shell commands to start",
     )
     tree = _descendants(child.pid)
-    server = [p for p in tree if "sandbox._forkserver" in _cmdline(p)]
+    server = [p for p in tree if "codemode.sandbox._forkserver" in _cmdline(p)]
     # The fork server and at least one worker (a fork of it, same command line).
     assert len(server) >= 2, {p: _cmdline(p) for p in tree}
     return tree
@@ -191,7 +191,7 @@ def _spawn_reading_stdin(tmp_path: Path) -> pexpect.spawn:
     """``codemode run -`` waiting for its program on the terminal (the PTY's stdin)."""
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "cli", "run", "-", "-w", str(tmp_path)],
+        ["-m", "codemode.cli", "run", "-", "-w", str(tmp_path)],
         cwd=str(ROOT),
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         encoding="utf-8",

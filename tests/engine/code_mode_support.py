@@ -9,9 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from pipeline_support import Body, call
-
-from engine import (
+from codemode.engine import (
     AbortSignal,
     CodeRunRequest,
     CodeRunResult,
@@ -23,7 +21,8 @@ from engine import (
     define_tool,
     text,
 )
-from engine.testing import InProcessRuntime
+from codemode.engine.testing import InProcessRuntime
+from pipeline_support import Body, call
 
 __all__ = [
     "GatedSession",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from engine import (
+from codemode.engine import (
     AbortController,
     AbortSignal,
     Scope,

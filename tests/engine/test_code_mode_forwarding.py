@@ -10,8 +10,7 @@ import anyio
 import msgspec
 import pytest
 from code_mode_support import ScriptedRuntime, code_rt, echo_tool, error_text, run_code
-
-from engine import (
+from codemode.engine import (
     AbortController,
     Accept,
     Block,
@@ -24,7 +23,7 @@ from engine import (
     define_tool,
     text,
 )
-from engine.testing import ToolCallError
+from codemode.engine.testing import ToolCallError
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 SOURCE = {"kind": "plugin", "plugin": "tools-code-mode"}

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import codemode.engine as engine
 import pytest
 from code_mode_support import ScriptedRuntime, code_rt, run_code
-
-import engine
-from engine import (
+from codemode.engine import (
     ERROR_KINDS,
     CodeRunError,
     CodeRunFailedError,

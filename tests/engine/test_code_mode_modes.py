@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from code_mode_support import ScriptedRuntime, echo_tool, error_text
-
-from engine import (
+from codemode.engine import (
     AbortController,
     Allow,
     MemorySessionLog,
@@ -18,8 +17,8 @@ from engine import (
     ToolSchema,
     text,
 )
-from engine.testing import InProcessRuntime
-from sdk_gen import render_sdk
+from codemode.engine.testing import InProcessRuntime
+from codemode.sdk_gen import render_sdk
 
 TS_DESCRIPTION = (
     "Execute a TypeScript program against the available tools. Takes two required arguments: "

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from code_mode_support import ScriptedRuntime, code_rt, echo_tool, error_text, run_code
-
-from engine import (
+from codemode.engine import (
     AbortController,
     CodeRunError,
     CodeRunRequest,
@@ -21,8 +20,8 @@ from engine import (
     ToolExecutionInput,
     ToolRuntime,
 )
-from engine.policies import TimeoutPolicy
-from engine.testing import NO_VALUE, ToolCallError
+from codemode.engine.policies import TimeoutPolicy
+from codemode.engine.testing import NO_VALUE, ToolCallError
 
 # ------------------------------------------------------------- argument checks
 
@@ -437,7 +436,7 @@ async def test_uncaught_tool_call_error_fails_the_run() -> None:
 
 @pytest.mark.anyio
 async def test_post_execute_value_replacement_reaches_the_program_content_does_not() -> None:
-    from engine import Accept, text
+    from codemode.engine import Accept, text
 
     async def program(tools: Any, print: Any) -> Any:
         return [await tools.by_value({"value": "a"}), await tools.by_content({"value": "b"})]
@@ -459,7 +458,7 @@ async def test_post_execute_value_replacement_reaches_the_program_content_does_n
 
 @pytest.mark.anyio
 async def test_sub_results_carry_no_meta_and_values_are_canonical() -> None:
-    from engine import ToolOutput, define_tool, text
+    from codemode.engine import ToolOutput, define_tool, text
 
     async def body(args: Any, ctx: Any) -> Any:
         return {"n": 1}

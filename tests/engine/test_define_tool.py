@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pipeline_support import call, error_text, raw_tool
-
-from engine import (
+from codemode.engine import (
     JsonSchemaError,
     ToolDefinition,
     ToolOutput,
@@ -15,6 +13,7 @@ from engine import (
     define_tool,
     text,
 )
+from pipeline_support import call, error_text, raw_tool
 
 STRING_OUT = ToolOutput(schema={"type": "string"}, render=lambda _a, v: [text(v)])
 

@@ -18,8 +18,7 @@ from code_mode_support import (
     run_code,
     sleep_tool,
 )
-
-from engine import (
+from codemode.engine import (
     AbortController,
     CodeRunRequest,
     CodeRunResult,
@@ -29,7 +28,7 @@ from engine import (
     define_tool,
     text,
 )
-from engine.testing import ToolCallError
+from codemode.engine.testing import ToolCallError
 
 # ------------------------------------------------------------ argument checks
 
@@ -589,7 +588,7 @@ async def test_runtime_failure_still_drains_in_flight_calls() -> None:
 
 @pytest.mark.anyio
 async def test_every_event_is_appended_before_the_outer_result() -> None:
-    from engine.scheduling import ModelToolCall, run_tool_calls
+    from codemode.engine.scheduling import ModelToolCall, run_tool_calls
 
     async def program(tools: Any, print: Any) -> Any:
         await tools.nap({"id": "a"})

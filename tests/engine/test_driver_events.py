@@ -12,16 +12,9 @@ from typing import Any
 import anyio
 import pytest
 from code_mode_support import code_rt, echo_tool, run_code, sleep_tool
-
-from engine import (
-    CodeDispatchLog,
-    Deny,
-    MemorySessionLog,
-    SqliteSessionLog,
-    text,
-)
-from engine.policies import LocalSpillStore, SpillPolicy
-from engine.testing import ToolCallError
+from codemode.engine import CodeDispatchLog, Deny, MemorySessionLog, SqliteSessionLog, text
+from codemode.engine.policies import LocalSpillStore, SpillPolicy
+from codemode.engine.testing import ToolCallError
 
 START_KEYS = {"type", "rootCallId", "parentCallId", "subCallId", "name", "arguments", "timing"}
 SETTLE_KEYS = START_KEYS | {"isError", "content"}

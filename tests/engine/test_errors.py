@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import codemode.engine as engine
 import pytest
-from pipeline_support import call, error_text, raw_tool
-
-import engine
-from engine import (
+from codemode.engine import (
     AbortError,
     BindingCallError,
     CodeRunFailedError,
@@ -20,6 +18,7 @@ from engine import (
     ToolRuntime,
     ToolTimeoutError,
 )
+from pipeline_support import call, error_text, raw_tool
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from codemode.engine import Allow, Deny, ToolExecutionSuccess, ToolRuntime, text
 from pipeline_support import call, echo_tool, error_text
-
-from engine import Allow, Deny, ToolExecutionSuccess, ToolRuntime, text
 
 WATERFALLS = ["tools/pre-execute", "tools/execute", "tools/post-execute", "tools/code-dispatch-log"]
 
@@ -180,7 +179,7 @@ async def test_scoped_waterfalls_never_see_agent_less_calls() -> None:
     agent = rt.scope("agent")
 
     async def block(_exec: Any, _result: Any, _next: Any) -> Any:
-        from engine import Block
+        from codemode.engine import Block
 
         return Block([text("agent policy")])
 

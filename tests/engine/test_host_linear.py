@@ -14,12 +14,11 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from codemode.engine._json import LosslessJsonError, snapshot
+from codemode.engine._schema_validate import validate_args, validate_json_schema_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import json_scalars
-
-from engine._json import LosslessJsonError, snapshot
-from engine._schema_validate import validate_args, validate_json_schema_value
 
 SLOW = settings(
     max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True

@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline_support import live_signal
-
-from engine import (
+from codemode.engine import (
     MemorySessionLog,
     ToolExecutionInput,
     ToolOutput,
@@ -26,9 +24,10 @@ from engine import (
     define_tool,
     text,
 )
-from engine._json import snapshot
-from engine._session import SqliteSessionLog
-from engine.testing import InProcessRuntime
+from codemode.engine._json import snapshot
+from codemode.engine._session import SqliteSessionLog
+from codemode.engine.testing import InProcessRuntime
+from pipeline_support import live_signal
 
 pytestmark = pytest.mark.anyio
 

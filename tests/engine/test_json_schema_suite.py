@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from engine import JsonSchemaError
-from engine.schema import assert_supported_json_schema, validate_json_schema_value
+from codemode.engine import JsonSchemaError
+from codemode.engine.schema import assert_supported_json_schema, validate_json_schema_value
 
 # Vendored under tests/data (see its README and SOURCE.txt): the suite reads nothing
 # outside the checkout.

@@ -6,14 +6,8 @@ import math
 from typing import Any
 
 import pytest
+from codemode.engine import AbortController, ToolExecutionFailure, ToolExecutionSuccess, ToolRuntime
 from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
-
-from engine import (
-    AbortController,
-    ToolExecutionFailure,
-    ToolExecutionSuccess,
-    ToolRuntime,
-)
 
 LOSSY_MESSAGE = "tool execution arguments must be losslessly JSON-serializable"
 
@@ -209,7 +203,7 @@ async def test_five_thousand_deep_arguments_work() -> None:
 
 @pytest.mark.anyio
 async def test_five_thousand_deep_arguments_pass_define_tool_validation() -> None:
-    from engine import ToolOutput, define_tool, text
+    from codemode.engine import ToolOutput, define_tool, text
 
     deep: Any = 0
     for _ in range(5000):
@@ -305,7 +299,7 @@ async def test_root_call_id_defaults_to_call_id_and_tokens_are_unique() -> None:
 async def test_non_signal_input_is_misuse() -> None:
     rt = ToolRuntime()
     rt.register(echo_tool())
-    from engine import ToolExecutionInput
+    from codemode.engine import ToolExecutionInput
 
     bad = ToolExecutionInput(call_id="c", name="echo", arguments={}, signal=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):

@@ -6,9 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, raw_tool, recorder
-
-from engine import (
+from codemode.engine import (
     AbortController,
     AbortSignal,
     Accept,
@@ -20,6 +18,7 @@ from engine import (
     ToolRuntime,
     text,
 )
+from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, raw_tool, recorder
 
 # --- signal replacement and fusion -----------------------------------------------------
 

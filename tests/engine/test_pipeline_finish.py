@@ -7,9 +7,7 @@ import math
 from typing import Any
 
 import pytest
-from pipeline_support import call, echo_tool, error_text, recorder
-
-from engine import (
+from codemode.engine import (
     AbortController,
     Accept,
     Block,
@@ -22,6 +20,7 @@ from engine import (
     ToolRuntime,
     text,
 )
+from pipeline_support import call, echo_tool, error_text, recorder
 
 LOSSY_RESULT = "tool result must be losslessly JSON-serializable"
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pipeline_support import BEFORE, call, echo_tool, error_text, recorder
-
-from engine import (
+from codemode.engine import (
     AbortController,
     Allow,
     Ask,
@@ -16,6 +14,7 @@ from engine import (
     ToolExecutionSuccess,
     ToolRuntime,
 )
+from pipeline_support import BEFORE, call, echo_tool, error_text, recorder
 
 
 class Approval:

@@ -6,9 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, recorder
-
-from engine import (
+from codemode.engine import (
     AbortController,
     Accept,
     Block,
@@ -18,6 +16,7 @@ from engine import (
     ToolRuntime,
     text,
 )
+from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, recorder
 
 
 def _labels(result: Any) -> list[str]:

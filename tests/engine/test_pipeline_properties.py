@@ -6,12 +6,7 @@ import json
 from typing import Any
 
 import anyio
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pipeline_support import call, echo_tool
-from strategies import json_values, lossy_values
-
-from engine import (
+from codemode.engine import (
     AbortController,
     AbortSignal,
     Accept,
@@ -25,7 +20,11 @@ from engine import (
     ToolRuntime,
     text,
 )
-from engine.scheduling import ModelToolCall, run_tool_calls
+from codemode.engine.scheduling import ModelToolCall, run_tool_calls
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pipeline_support import call, echo_tool
+from strategies import json_values, lossy_values
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -287,7 +286,7 @@ def test_scheduling_keeps_model_order_and_the_cap(batch: list[Any], cap: int) ->
                 raise RuntimeError("failed")
             return args["id"]
 
-        from engine import ToolOutput, define_tool
+        from codemode.engine import ToolOutput, define_tool
 
         rt.register(
             define_tool(
@@ -304,7 +303,7 @@ def test_scheduling_keeps_model_order_and_the_cap(batch: list[Any], cap: int) ->
                 is_concurrency_safe=lambda a: a["parallel"],
             )
         )
-        from engine import MemorySessionLog
+        from codemode.engine import MemorySessionLog
 
         log = MemorySessionLog()
         calls = [

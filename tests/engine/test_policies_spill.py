@@ -10,9 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pipeline_support import call, echo_tool, error_text
-
-from engine import (
+from codemode.engine import (
     Accept,
     Block,
     MemorySessionLog,
@@ -21,7 +19,8 @@ from engine import (
     ToolRuntime,
     text,
 )
-from engine.policies import LocalSpillStore, SpillPolicy
+from codemode.engine.policies import LocalSpillStore, SpillPolicy
+from pipeline_support import call, echo_tool, error_text
 
 HINT = "Use read with offset/limit, or grep this path to search within it."
 BODY = "".join(f"{i:04d}" for i in range(500))  # 2,000 ASCII bytes, position-revealing
@@ -293,7 +292,7 @@ async def test_accept_content_none_means_keep_and_is_still_bounded(tmp_path: Pat
 async def test_dispatch_log_copies_are_bounded_but_the_program_gets_everything(
     tmp_path: Path, tool_name: str
 ) -> None:
-    from engine.testing import InProcessRuntime
+    from codemode.engine.testing import InProcessRuntime
 
     received: list[Any] = []
 
@@ -325,7 +324,7 @@ async def test_dispatch_log_copies_are_bounded_but_the_program_gets_everything(
 
 @pytest.mark.anyio
 async def test_the_dispatch_log_arm_is_prepended(tmp_path: Path) -> None:
-    from engine.testing import InProcessRuntime
+    from codemode.engine.testing import InProcessRuntime
 
     async def program(tools: Any, _print: Any) -> Any:
         return await tools.small({"value": "x"})

@@ -7,10 +7,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from codemode.engine import AbortController, ToolRuntime, ToolTimeoutError
+from codemode.engine.policies import TimeoutPolicy
 from pipeline_support import ABORTED, call, echo_tool, error_text, raw_tool
-
-from engine import AbortController, ToolRuntime, ToolTimeoutError
-from engine.policies import TimeoutPolicy
 
 
 def timed_out(ms: str) -> tuple[str, str, str, str]:

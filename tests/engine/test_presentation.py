@@ -7,8 +7,7 @@ import math
 from typing import Any
 
 import pytest
-
-from engine._presentation import (
+from codemode.engine._presentation import (
     CALL_KINDS,
     present_call_card,
     present_result_card,
@@ -347,7 +346,7 @@ def test_raising_presenter_falls_back_and_logs_at_debug(caplog: pytest.LogCaptur
     def present_call(args: Any) -> Any:
         raise KeyError("command")
 
-    with caplog.at_level(logging.DEBUG, logger="engine._presentation"):
+    with caplog.at_level(logging.DEBUG, logger="codemode.engine._presentation"):
         assert present_call_card(present_call, {}) is None
     assert [r.levelno for r in caplog.records] == [logging.DEBUG]
     assert "present_call raised" in caplog.records[0].getMessage()
@@ -356,7 +355,7 @@ def test_raising_presenter_falls_back_and_logs_at_debug(caplog: pytest.LogCaptur
 def test_garbage_from_a_presenter_falls_back_and_logs_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="engine._presentation"):
+    with caplog.at_level(logging.DEBUG, logger="codemode.engine._presentation"):
         assert present_result_card(lambda args, view: {"card": "nope"}, {}, {}) is None
         assert present_result_card(lambda args, view: 42, {}, {}) is None
     assert len(caplog.records) == 2

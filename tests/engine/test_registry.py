@@ -6,9 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from pipeline_support import call, echo_tool, error_text, raw_tool
-
-from engine import (
+from codemode.engine import (
     JsonSchemaError,
     ToolDefinition,
     ToolOutput,
@@ -17,6 +15,7 @@ from engine import (
     define_tool,
     text,
 )
+from pipeline_support import call, echo_tool, error_text, raw_tool
 
 RESERVED = (
     'tool name "run_code" is reserved for the Code Mode presentation transport and cannot be '

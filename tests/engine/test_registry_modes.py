@@ -6,10 +6,9 @@ import math
 from typing import Any
 
 import pytest
+from codemode.engine import AbortController, ToolRuntime
+from codemode.engine.testing import InProcessRuntime
 from pipeline_support import call, echo_tool, error_text, recorder
-
-from engine import AbortController, ToolRuntime
-from engine.testing import InProcessRuntime
 
 
 def route(name: str) -> str:

@@ -7,16 +7,9 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.engine import AbortController, MemorySessionLog, ToolOutput, ToolRuntime, text
+from codemode.engine.scheduling import ModelToolCall, parse_arguments, run_tool_calls
 from pipeline_support import BEFORE, echo_tool, error_text
-
-from engine import (
-    AbortController,
-    MemorySessionLog,
-    ToolOutput,
-    ToolRuntime,
-    text,
-)
-from engine.scheduling import ModelToolCall, parse_arguments, run_tool_calls
 
 
 class Probe:
@@ -46,7 +39,7 @@ class Probe:
 
 
 def _open_tool(name: str, body: Any, classifier: Any, **kw: Any) -> Any:
-    from engine import define_tool
+    from codemode.engine import define_tool
 
     return define_tool(
         name=name,

@@ -1,4 +1,4 @@
-"""Compiled validators (``engine._schema_compile``): the fast path agrees with the walker.
+"""Compiled validators (``codemode.engine._schema_compile``): the fast path agrees with the walker.
 
 ``validate_json_schema_value`` answers a valid value from a validator compiled once per
 schema and runs the message-producing walker (``_schema_validate._run``) only when that
@@ -19,13 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from strategies import json_scalars, json_values, lossy_values, supported_schemas, values_for
-
-from engine import ToolOutput, define_tool, text
-from engine._json import FrozenDict, _is_sealed, snapshot
-from engine._schema_compile import (
+from codemode.engine import ToolOutput, define_tool, text
+from codemode.engine._json import FrozenDict, _is_sealed, snapshot
+from codemode.engine._schema_compile import (
     CACHE_SIZE,
     MAX_DEPTH,
     Undecided,
@@ -34,8 +30,8 @@ from engine._schema_compile import (
     compile_schema,
     validator_for,
 )
-from engine._schema_validate import _run
-from engine.schema import (
+from codemode.engine._schema_validate import _run
+from codemode.engine.schema import (
     assert_object_json_schema,
     assert_supported_json_schema,
     parameter_schema_spec_to_json_schema,
@@ -43,6 +39,9 @@ from engine.schema import (
     validate_json_schema_value,
     value_schema_spec_to_json_schema,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import json_scalars, json_values, lossy_values, supported_schemas, values_for
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,10 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-
-from engine import JsonSchemaError
-from engine._json import FrozenDict, dumps_compact
-from engine.schema import (
+from codemode.engine import JsonSchemaError
+from codemode.engine._json import FrozenDict, dumps_compact
+from codemode.engine.schema import (
     assert_supported_json_schema,
     parameter_schema_spec_to_json_schema,
     value_schema_spec_to_json_schema,

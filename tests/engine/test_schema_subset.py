@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from engine import JsonSchemaError
-from engine._json import FrozenDict, dumps_compact
-from engine.schema import assert_object_json_schema, assert_supported_json_schema
+from codemode.engine import JsonSchemaError
+from codemode.engine._json import FrozenDict, dumps_compact
+from codemode.engine.schema import assert_object_json_schema, assert_supported_json_schema
 
 
 def violations(schema: Any, **kw: Any) -> list[str]:

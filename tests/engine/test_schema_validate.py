@@ -7,9 +7,8 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
-
-from engine._json import snapshot
-from engine.schema import (
+from codemode.engine._json import snapshot
+from codemode.engine.schema import (
     parameter_schema_spec_to_json_schema,
     validate_args,
     validate_json_schema_value,

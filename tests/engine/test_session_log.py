@@ -16,8 +16,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-
-from engine._session import MemorySessionLog, SessionLog, SqliteSessionLog
+from codemode.engine._session import MemorySessionLog, SessionLog, SqliteSessionLog
 
 LogFactory = Callable[..., MemorySessionLog | SqliteSessionLog]
 
@@ -362,7 +361,7 @@ async def test_sqlite_survives_a_process_restart(tmp_path: Path) -> None:
     _run_python(
         f"""
         import anyio
-        from engine._session import SqliteSessionLog
+        from codemode.engine._session import SqliteSessionLog
 
         async def main():
             log = SqliteSessionLog({str(path)!r})
@@ -384,7 +383,7 @@ async def test_sqlite_survives_a_process_restart(tmp_path: Path) -> None:
     out = _run_python(
         f"""
         import json, sys, anyio
-        from engine._session import SqliteSessionLog
+        from codemode.engine._session import SqliteSessionLog
 
         async def main():
             with SqliteSessionLog({str(path)!r}) as log:

@@ -7,8 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
-
-from engine import AbortController, AbortError, AbortSignal
+from codemode.engine import AbortController, AbortError, AbortSignal
 
 
 def test_a_fresh_signal_is_live() -> None:

@@ -8,11 +8,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from engine._spill_store import LOCAL_RETRIEVAL_HINT, LocalSpillStore, SpillStore, safe_file_name
-from engine._spill_text import (
+from codemode.engine._spill_store import (
+    LOCAL_RETRIEVAL_HINT,
+    LocalSpillStore,
+    SpillStore,
+    safe_file_name,
+)
+from codemode.engine._spill_text import (
     build_spill_preview,
     spill_notice,
     spill_preview,
@@ -20,6 +22,8 @@ from engine._spill_text import (
     utf8_len,
     utf8_tail,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 HINT = "Use read with offset/limit, or grep this path to search within it."
 

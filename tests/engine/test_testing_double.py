@@ -1,4 +1,4 @@
-"""``engine.testing.InProcessRuntime``: the in-process ``CodeRuntime`` double."""
+"""``codemode.engine.testing.InProcessRuntime``: the in-process ``CodeRuntime`` double."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
-
-from engine import (
+from codemode.engine import (
     AbortController,
     Binding,
     BindingCallError,
@@ -15,7 +14,7 @@ from engine import (
     CodeRuntime,
     ErrorClass,
 )
-from engine.testing import NO_VALUE, InProcessRuntime, ToolCallError
+from codemode.engine.testing import NO_VALUE, InProcessRuntime, ToolCallError
 
 
 def request(

@@ -6,8 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
-
-from engine import (
+from codemode.engine import (
     AbortController,
     AbortSignal,
     Binding,
@@ -20,7 +19,7 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import ProcessRuntime
+from codemode.sandbox import ProcessRuntime
 
 Run = Callable[..., Awaitable[CodeRunResult]]
 

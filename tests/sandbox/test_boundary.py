@@ -16,11 +16,10 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.engine import AbortController, CodeRunRequest, CodeRunResult
+from codemode.sandbox import Limits, PythonRuntime
+from codemode.sandbox._seccomp import build_filter, packed_filter
 from sandbox_helpers import bindings, err, ok
-
-from engine import AbortController, CodeRunRequest, CodeRunResult
-from sandbox import Limits, PythonRuntime
-from sandbox._seccomp import build_filter, packed_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +28,7 @@ MEMORY = 256 * 2**20
 
 @pytest.fixture(scope="module")
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
-    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
     limits = Limits(compute_ms=5_000, max_wall_ms=20_000, max_memory_bytes=MEMORY, max_sub_calls=5)
     async with PythonRuntime(limits, _guests=guests) as rt:
         yield rt
@@ -85,7 +84,7 @@ def errno_of(call: str) -> str:
 
 
 async def test_python_runtime_does_not_offer_the_raw_guest() -> None:
-    assert PythonRuntime.guest_modules == {"python": "sandbox._py_guest"}
+    assert PythonRuntime.guest_modules == {"python": "codemode.sandbox._py_guest"}
 
 
 async def test_raw_guest_is_not_served_unless_registered(runtime: PythonRuntime) -> None:

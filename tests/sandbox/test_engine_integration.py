@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sandbox_helpers import add_tool
-
-from engine import (
+from codemode.engine import (
     AbortController,
     CodeRuntime,
     MemorySessionLog,
     ToolExecutionInput,
     ToolRuntime,
 )
-from sandbox import PythonRuntime
+from codemode.sandbox import PythonRuntime
+from sandbox_helpers import add_tool
 
 pytestmark = pytest.mark.anyio
 

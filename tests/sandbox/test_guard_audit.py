@@ -17,10 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime, _py_audit, _py_builtins, _py_modules
 from sandbox_helpers import Run, err, ok
-
-from engine import AbortController, CodeRunRequest
-from sandbox import Limits, PythonRuntime, _py_audit, _py_builtins, _py_modules
 
 pytestmark = pytest.mark.anyio
 
@@ -305,7 +304,7 @@ class _Printer:
 
 def _exported(module: str) -> dict[str, object]:
     """What ``import module`` gives a program (per-run modules bound to a dummy run)."""
-    from sandbox._py_asyncio import make_asyncio
+    from codemode.sandbox._py_asyncio import make_asyncio
 
     importer = _py_modules.make_importer({"asyncio": make_asyncio(lambda exc: None)})
     proxy = importer(module, {"_print_": lambda _: _Printer()}, None, ("x",), 0)
@@ -374,7 +373,7 @@ def test_no_exported_value_is_a_module_metaclass_or_eval_like_builtin() -> None:
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
     # The test-only raw guest shares the fork server (and so the audit hook) with the
     # Python guest; its code can impersonate program frames, as an escape would.
-    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
     async with PythonRuntime(Limits(compute_ms=10_000), _guests=guests) as runtime:
         yield runtime
 

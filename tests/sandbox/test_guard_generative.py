@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from codemode.sandbox import _py_builtins, _py_modules, _py_stdlib
+from codemode.sandbox._py_asyncio import make_asyncio
+from codemode.sandbox._py_guest import compile_program
+from codemode.sandbox._py_objects import _Namespace
+from codemode.sandbox._py_policy import MAIN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from sandbox import _py_builtins, _py_modules, _py_stdlib
-from sandbox._py_asyncio import make_asyncio
-from sandbox._py_guest import compile_program
-from sandbox._py_objects import _Namespace
-from sandbox._py_policy import MAIN
 
 _STEPS = 6
 _SANDBOX_DIR = Path(_py_builtins.__file__).resolve().parent

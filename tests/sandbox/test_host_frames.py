@@ -8,14 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import codemode.sandbox._frames as frames
 import msgspec
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from strategies import json_values
-
-import sandbox._frames as frames
-from sandbox._frames import (
+from codemode.sandbox._frames import (
     CallFrame,
     DoneFrame,
     HostInbound,
@@ -31,6 +27,9 @@ from sandbox._frames import (
     loads_sliced,
     nesting_exceeds,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import json_values
 
 HOST = msgspec.json.Decoder(HostInbound)
 

@@ -17,16 +17,10 @@ from typing import Any
 
 import msgspec
 import pytest
+from codemode.engine import AbortController, MemorySessionLog, ToolExecutionInput, ToolRuntime
+from codemode.engine._json import FrozenDict
+from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
 from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
-
-from engine import (
-    AbortController,
-    MemorySessionLog,
-    ToolExecutionInput,
-    ToolRuntime,
-)
-from engine._json import FrozenDict
-from sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
 
 _INLINE_BYTES = 64 * 1024  # sandbox._bridge: payloads above it are decoded off the loop
 

@@ -26,10 +26,9 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime, _boundary, _landlock
 from sandbox_helpers import bindings, ok
-
-from engine import AbortController, CodeRunRequest
-from sandbox import Limits, PythonRuntime, _boundary, _landlock
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +38,7 @@ SOURCE = Path(_boundary.__file__).resolve()
 
 @pytest.fixture(scope="module")
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
-    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
     async with PythonRuntime(Limits(compute_ms=5_000, max_wall_ms=20_000), _guests=guests) as rt:
         yield rt
 
@@ -135,7 +134,7 @@ async def test_the_projects_own_source_is_unreachable(raw_runtime: PythonRuntime
         f"open({str(SOURCE)!r}).read()",
         f"os.listdir({str(SOURCE.parent)!r})",
         # The path the worker itself knows its code by.
-        "open(__import__('sys').modules['sandbox._boundary'].__file__).read()",
+        "open(__import__('sys').modules['codemode.sandbox._boundary'].__file__).read()",
     ):
         assert_denied(await probe(raw_runtime, attempt(expression)), first_line)
 
@@ -197,7 +196,7 @@ async def test_replacing_the_root_directory_on_the_host_changes_nothing() -> Non
     # mounted only in the server's namespace). A host process (a /tmp cleaner, a
     # hostile same-uid process) may remove it and put a symlink to / in its place:
     # workers enter their root through the server's descriptor, never by that path.
-    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
     async with PythonRuntime(Limits(pool_size=1), _guests=guests) as runtime:
         pool = runtime._pool
         assert pool is not None
@@ -251,7 +250,7 @@ async def test_what_programs_use_still_works_with_no_file_behind_it(
 
 _LANDLOCK_ONLY = r"""
 import json, os, sys
-from sandbox import _boundary
+from codemode.sandbox import _boundary
 secret_path, source = sys.argv[1], sys.argv[2]
 spec = _boundary.BoundarySpec(memory_bytes=1 << 30, cpu_seconds=10)
 notes = _boundary.apply_limits(spec) + _boundary.lock_down(spec, os.getppid(), False)
@@ -310,8 +309,8 @@ def test_no_isolation_at_all_is_reported_by_name(monkeypatch: pytest.MonkeyPatch
 
 _UNPRIVILEGED = r"""
 import json, sys, anyio
-from engine import AbortController, Binding, CodeRunRequest, ErrorClass
-from sandbox import Limits, PythonRuntime
+from codemode.engine import AbortController, Binding, CodeRunRequest, ErrorClass
+from codemode.sandbox import Limits, PythonRuntime
 
 PROBES = {
     "passwd": "open('/etc/passwd').read()",
@@ -322,7 +321,7 @@ PROBES = {
 }
 
 async def main():
-    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
     out = {}
     async with PythonRuntime(Limits(pool_size=1), _guests=guests) as rt:
         for name, expression in PROBES.items():

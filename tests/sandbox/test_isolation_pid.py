@@ -15,10 +15,9 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import bindings, make_runner, ok
-
-from engine import AbortController, CodeRunRequest
-from sandbox import Limits, PythonRuntime
 
 pytestmark = [
     pytest.mark.anyio,
@@ -28,7 +27,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
-    guests = {"python": "sandbox._py_guest", "raw": "sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
     async with PythonRuntime(Limits(compute_ms=5_000, max_wall_ms=20_000), _guests=guests) as rt:
         yield rt
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
-from sandbox._js_guest import (
+from codemode.sandbox._js_guest import (
     GuestDone,
     GuestFailed,
     GuestRunning,
@@ -21,7 +20,7 @@ from sandbox._js_guest import (
     JsGuest,
     JsLimits,
 )
-from sandbox._ts_strip import strip_types
+from codemode.sandbox._ts_strip import strip_types
 
 TOOLS = JsBinding("tools", ("echo", "fail", "my-tool", "__proto__", "constructor"))
 

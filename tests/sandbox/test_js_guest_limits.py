@@ -6,10 +6,9 @@ import json
 import time
 
 import pytest
+from codemode.sandbox._js_catch import guard_catches
+from codemode.sandbox._js_guest import GuestDone, GuestRunning, JsBinding, JsGuest, JsLimits
 from test_js_guest import TOOLS, drive, state_of
-
-from sandbox._js_catch import guard_catches
-from sandbox._js_guest import GuestDone, GuestRunning, JsBinding, JsGuest, JsLimits
 
 FAST = JsLimits(compute_ms=300)
 SMALL = JsLimits(compute_ms=5_000, memory_bytes=32 * 2**20)

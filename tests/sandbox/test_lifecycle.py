@@ -8,9 +8,8 @@ import threading
 
 import anyio
 import pytest
+from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import err, make_runner, ok
-
-from sandbox import Limits, PythonRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -153,7 +152,7 @@ async def test_a_killed_fork_server_leaves_no_work_directory_behind() -> None:
 
 
 async def test_run_requires_the_context_manager() -> None:
-    from engine import AbortController, CodeRunRequest
+    from codemode.engine import AbortController, CodeRunRequest
 
     with pytest.raises(RuntimeError, match="not started"):
         await PythonRuntime().run(CodeRunRequest("return 1", [], AbortController().signal))

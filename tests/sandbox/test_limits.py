@@ -9,10 +9,9 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import Run, bindings, err, make_runner, ok
-
-from engine import AbortController, CodeRunRequest
-from sandbox import Limits, PythonRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -311,7 +310,7 @@ def test_limits_defaults() -> None:
 
 
 async def test_run_validates_bindings(tight: PythonRuntime) -> None:
-    from engine import Binding
+    from codemode.engine import Binding
 
     with pytest.raises(ValueError, match='reserved binding global "console"'):
         await tight.run(

@@ -16,9 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sandbox_helpers import Run, add_tool, err, make_runner, ok
-
-from engine import (
+from codemode.engine import (
     AbortController,
     CodeRuntime,
     Deny,
@@ -29,7 +27,8 @@ from engine import (
     define_tool,
     text,
 )
-from sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
+from sandbox_helpers import Run, add_tool, err, make_runner, ok
 
 pytestmark = pytest.mark.anyio
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from sandbox._frames import (
+from codemode.sandbox._frames import (
     CallFrame,
     DoneFrame,
     FrameBuffer,
@@ -17,8 +14,10 @@ from sandbox._frames import (
     json_string_length,
     truncate_to_json_length,
 )
-from sandbox._ledger import OutputLedger, json_value_length
-from sandbox._seccomp import build_filter
+from codemode.sandbox._ledger import OutputLedger, json_value_length
+from codemode.sandbox._seccomp import build_filter
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_frames_use_camel_case_keys_and_a_type_tag() -> None:

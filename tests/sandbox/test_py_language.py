@@ -10,9 +10,8 @@ from __future__ import annotations
 import sys
 
 import pytest
+from codemode.sandbox._py_objects import match_guard
 from sandbox_helpers import Run, err, ok
-
-from sandbox._py_objects import match_guard
 
 pytestmark = pytest.mark.anyio
 

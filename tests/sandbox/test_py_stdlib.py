@@ -6,9 +6,8 @@ import time
 
 import anyio
 import pytest
+from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import Run, err, make_runner, ok
-
-from sandbox import Limits, PythonRuntime
 
 pytestmark = pytest.mark.anyio
 

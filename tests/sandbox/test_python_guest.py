@@ -6,10 +6,9 @@ import time
 from typing import Any
 
 import pytest
+from codemode.engine import AbortController, Binding, CodeRunRequest, ErrorClass
+from codemode.sandbox import PythonRuntime
 from sandbox_helpers import Run, err, ok
-
-from engine import AbortController, Binding, CodeRunRequest, ErrorClass
-from sandbox import PythonRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -10,10 +10,9 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from codemode.engine import AbortController, Binding, BindingCallError, CodeRunRequest, ErrorClass
+from codemode.sandbox import Limits, TypeScriptRuntime
 from sandbox_helpers import Run, bindings, err, make_runner, ok
-
-from engine import AbortController, Binding, BindingCallError, CodeRunRequest, ErrorClass
-from sandbox import Limits, TypeScriptRuntime
 
 pytestmark = pytest.mark.anyio
 

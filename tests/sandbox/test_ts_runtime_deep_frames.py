@@ -9,10 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given
-from strategies import json_values
-
-from sandbox._frames import (
+from codemode.sandbox._frames import (
     CallFrame,
     DoneFrame,
     HostInbound,
@@ -23,6 +20,8 @@ from sandbox._frames import (
     encode_frame,
     loads_deep,
 )
+from hypothesis import given
+from strategies import json_values
 
 
 def nested(depth: int, leaf: Any = "leaf") -> Any:

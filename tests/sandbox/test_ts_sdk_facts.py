@@ -5,11 +5,10 @@ engine's ``system_prompt_sections``."""
 from __future__ import annotations
 
 import pytest
+from codemode.engine import ToolRuntime
+from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox._py_modules import ALLOWED_MODULES
 from sandbox_helpers import add_tool
-
-from engine import ToolRuntime
-from sandbox import Limits, PythonRuntime, TypeScriptRuntime
-from sandbox._py_modules import ALLOWED_MODULES
 
 LIMITS = Limits(
     compute_ms=7_000, max_wall_ms=90_000, max_memory_bytes=256 * 2**20,

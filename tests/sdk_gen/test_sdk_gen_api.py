@@ -9,10 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import codemode.sdk_gen as sdk_gen
 import pytest
-
-import sdk_gen
-from sdk_gen import SDK_LANGUAGES, SdkTool, render_sdk
+from codemode.sdk_gen import SDK_LANGUAGES, SdkTool, render_sdk
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "string"}}}
 
@@ -23,7 +22,7 @@ def test_public_names_are_sorted_documented_and_reexported() -> None:
         value = getattr(sdk_gen, name)
         if callable(value):
             assert value.__doc__, name
-            assert value.__module__.startswith("sdk_gen._"), name
+            assert value.__module__.startswith("codemode.sdk_gen._"), name
 
 
 def test_package_is_pure_stdlib() -> None:

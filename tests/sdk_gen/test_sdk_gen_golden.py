@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sdk_gen import SdkTool, render_sdk
+from codemode.sdk_gen import SdkTool, render_sdk
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("CODEMODE_UPDATE_GOLDEN") == "1"

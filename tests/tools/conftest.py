@@ -9,8 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-
-from engine import (
+from codemode.engine import (
     AbortController,
     AbortSignal,
     MemorySessionLog,
@@ -19,7 +18,7 @@ from engine import (
     ToolExecutionResult,
     ToolRuntime,
 )
-from tools import FsObservationPolicy, JobManager, default_tools
+from codemode.tools import FsObservationPolicy, JobManager, default_tools
 
 _ids = itertools.count(1)
 

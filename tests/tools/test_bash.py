@@ -12,10 +12,10 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.engine import AbortController
+from codemode.tools._bash import render_bash
 
-from engine import AbortController
 from tests.tools.conftest import Harness, all_gone, error_of, text_of
-from tools._bash import render_bash
 
 pytestmark = pytest.mark.anyio
 
@@ -309,7 +309,7 @@ async def test_signal_from_the_command(harness: Harness) -> None:
 
 
 async def test_bash_is_exclusive(harness: Harness) -> None:
-    from engine import ToolExecutionInput
+    from codemode.engine import ToolExecutionInput
 
     call = ToolExecutionInput(
         call_id="c", name="bash", arguments=sh("true"), signal=AbortController().signal

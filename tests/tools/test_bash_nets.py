@@ -18,11 +18,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from codemode.tools import _process
+from codemode.tools._cgroup import CallCgroup, describe_unenforced
+from codemode.tools._process import BashProcess
 
 from tests.tools.conftest import alive
-from tools import _process
-from tools._cgroup import CallCgroup, describe_unenforced
-from tools._process import BashProcess
 
 pytestmark = pytest.mark.anyio
 needs_v2 = pytest.mark.skipif(
@@ -117,7 +117,7 @@ async def test_the_session_sweep_catches_orphans_of_a_killed_launcher(tmp_path: 
 _HOST = textwrap.dedent(
     """
     import os, sys, anyio
-    from tools._process import BashProcess
+    from codemode.tools._process import BashProcess
 
     async def main():
         proc = BashProcess(

@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.tools import JobManager, kill_all_processes
+from codemode.tools._cgroup import describe_unenforced
 
 from tests.tools.conftest import Harness, alive, text_of
-from tools import JobManager, kill_all_processes
-from tools._cgroup import describe_unenforced
 
 pytestmark = [
     pytest.mark.anyio,

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from engine import ToolRuntime
-from tools import default_tools
+from codemode.engine import ToolRuntime
+from codemode.tools import default_tools
 
 REPO = Path(__file__).resolve().parents[2]
 # The seed catalog, vendored (tests/data/README.md).
@@ -125,7 +124,7 @@ def test_bad_workspace_is_rejected(tmp_path: Path) -> None:
 
 
 def test_public_surface() -> None:
-    import tools
+    import codemode.tools as tools
 
     assert tools.__all__ == sorted(tools.__all__)
     for name in tools.__all__:

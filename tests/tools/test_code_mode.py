@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from engine import (
+from codemode.engine import (
     AbortController,
     BindingCallError,
     CodeRunError,
@@ -18,7 +17,7 @@ from engine import (
     ToolExecutionInput,
     ToolRuntime,
 )
-from tools import FsObservationPolicy, default_tools
+from codemode.tools import FsObservationPolicy, default_tools
 
 pytestmark = pytest.mark.anyio
 

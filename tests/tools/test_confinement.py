@@ -131,11 +131,11 @@ async def test_nul_in_a_path(harness: Harness) -> None:
 @pytest.fixture(params=["openat2", "walk"])
 def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with the kernel resolver and with the O_NOFOLLOW walk (its fallback)."""
-    import tools._paths
+    from codemode.tools import _paths
 
     if request.param == "walk":
-        monkeypatch.setattr(tools._paths, "_OPENAT2", False)
-    elif not tools._paths.openat2_available():
+        monkeypatch.setattr(_paths, "_OPENAT2", False)
+    elif not _paths.openat2_available():
         pytest.skip("this kernel has no openat2")
     return str(request.param)
 
@@ -224,9 +224,9 @@ async def test_a_relative_link_climbing_out_is_refused(
 async def test_ripgrep_itself_cannot_read_outside_the_root(workspace: Path, planted: Path) -> None:
     """The kernel-side net under grep/glob: even handed an outside path, a confined rg
     gets EACCES (this is what a directory swapped mid-walk runs into)."""
-    from engine import AbortController
-    from tools import SearchError
-    from tools._rg import landlock_abi, run_rg
+    from codemode.engine import AbortController
+    from codemode.tools import SearchError
+    from codemode.tools._rg import landlock_abi, run_rg
 
     if landlock_abi() == 0:
         pytest.skip("this kernel has no Landlock")

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from codemode.tools._editor import CLIP_NOTE
 
 from tests.tools.conftest import Harness, error_of, text_of
-from tools._editor import CLIP_NOTE
 
 pytestmark = pytest.mark.anyio
 
@@ -249,7 +249,7 @@ async def test_schema_errors(harness: Harness, args: dict[str, Any], message: st
 
 
 async def test_cards_and_concurrency(harness: Harness) -> None:
-    from engine import AbortController, ToolExecutionInput
+    from codemode.engine import AbortController, ToolExecutionInput
 
     tool = harness.rt.get("str_replace_editor")
     assert tool is not None and tool.present_call is not None

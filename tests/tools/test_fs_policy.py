@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from codemode.engine import MemorySessionLog
 
-from engine import MemorySessionLog
 from tests.tools.conftest import Harness, error_of
 
 pytestmark = pytest.mark.anyio
@@ -158,7 +158,7 @@ async def test_bad_arguments_reach_the_tool(policy_harness: Harness) -> None:
 
 
 def test_one_policy_one_workspace(tmp_path: Path) -> None:
-    from tools import FsObservationPolicy, default_tools
+    from codemode.tools import FsObservationPolicy, default_tools
 
     policy = FsObservationPolicy()
     (tmp_path / "a").mkdir()
@@ -170,7 +170,7 @@ def test_one_policy_one_workspace(tmp_path: Path) -> None:
 
 
 async def test_install_and_dispose_switch_enforcement(workspace: Path, output_dir: Path) -> None:
-    from tools import FsObservationPolicy
+    from codemode.tools import FsObservationPolicy
 
     (workspace / "f.txt").write_text("x\n")
     policy = FsObservationPolicy()

@@ -22,9 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.tools import _paths, _rg
 
-import tools._paths
-import tools._rg
 from tests.tools.conftest import Harness
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -122,12 +121,12 @@ async def test_swapping_symlinks_leak_nothing_and_write_nothing_outside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resolver: str
 ) -> None:
     if resolver.startswith("walk"):
-        monkeypatch.setattr(tools._paths, "_OPENAT2", False)
-    elif not tools._paths.openat2_available():
+        monkeypatch.setattr(_paths, "_OPENAT2", False)
+    elif not _paths.openat2_available():
         pytest.skip("this kernel has no openat2")
     if resolver.endswith("without-landlock"):
         # What older kernels get: rg unconfined, its results re-checked through fds.
-        monkeypatch.setattr(tools._rg, "landlock_abi", lambda: 0)
+        monkeypatch.setattr(_rg, "landlock_abi", lambda: 0)
     workspace = tmp_path / "ws"
     outside = tmp_path / "outside"
     workspace.mkdir()

@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from codemode.engine import AbortController, MemorySessionLog
+from codemode.tools import JobError, JobManager
 
-from engine import AbortController, MemorySessionLog
 from tests.tools.conftest import Harness, alive, all_gone, error_of, text_of
-from tools import JobError, JobManager
 
 pytestmark = pytest.mark.anyio
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import anyio
 import pytest
+from codemode.engine import MemorySessionLog
+from codemode.tools import JobManager, default_tools
 
-from engine import MemorySessionLog
 from tests.tools.conftest import Harness, error_of
-from tools import JobManager, default_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -211,7 +211,7 @@ async def test_absolute_paths_inside_the_workspace(harness: Harness, workspace: 
 
 
 async def test_is_parallel_safe(harness: Harness) -> None:
-    from engine import AbortController, ToolExecutionInput
+    from codemode.engine import AbortController, ToolExecutionInput
 
     call = ToolExecutionInput(
         call_id="c", name="read", arguments={"file_path": "a"}, signal=AbortController().signal

@@ -7,10 +7,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from codemode.tools import MemoryAttachmentStore
+from codemode.tools._images import sniff_image
 
 from tests.tools.conftest import Harness, error_of
-from tools import MemoryAttachmentStore
-from tools._images import sniff_image
 
 pytestmark = pytest.mark.anyio
 
@@ -155,7 +155,7 @@ async def test_errors(
 
 
 async def test_card_and_concurrency(images: tuple[Harness, MemoryAttachmentStore]) -> None:
-    from engine import AbortController, ToolExecutionInput
+    from codemode.engine import AbortController, ToolExecutionInput
 
     harness, _store = images
     tool = harness.rt.get("read_image")

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from codemode.engine import AbortController
+from codemode.tools._rg import rg_executable
 
-from engine import AbortController
 from tests.tools.conftest import Harness, error_of, text_of
-from tools._rg import rg_executable
 
 pytestmark = pytest.mark.anyio
 
@@ -187,8 +187,8 @@ async def test_aborted_search(harness: Harness) -> None:
 
 
 async def test_raw_output_cap(harness: Harness, workspace: Path) -> None:
-    from tools._errors import SearchError
-    from tools._rg import run_rg
+    from codemode.tools._errors import SearchError
+    from codemode.tools._rg import run_rg
 
     make_tree(workspace, {f"f{i}.txt": "" for i in range(50)})
     with pytest.raises(SearchError) as caught:
@@ -210,9 +210,8 @@ async def test_raw_output_cap(harness: Harness, workspace: Path) -> None:
 
 async def test_abort_kills_ripgrep(workspace: Path) -> None:
     import anyio
-
-    from tools._errors import SearchError
-    from tools._rg import run_rg
+    from codemode.tools._errors import SearchError
+    from codemode.tools._rg import run_rg
 
     controller = AbortController()
     fifo = workspace / "pipe"
@@ -360,8 +359,8 @@ async def test_grep_ripgrep_errors(harness: Harness) -> None:
 
 
 def test_malformed_json_details(tmp_path: Path) -> None:
-    from tools._errors import SearchError
-    from tools._grep import parse_matches
+    from codemode.tools._errors import SearchError
+    from codemode.tools._grep import parse_matches
 
     class Cfg:
         workspace = None
@@ -416,7 +415,7 @@ async def test_search_cards(harness: Harness, workspace: Path) -> None:
 
 
 async def test_meta_is_byte_bounded(workspace: Path, output_dir: Path) -> None:
-    from tools._search import bounded
+    from codemode.tools._search import bounded
 
     items = [f"{i:04d}" + "p" * 100 for i in range(100)]
 
@@ -446,21 +445,20 @@ async def test_timeout_policy_stops_a_hung_search(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import anyio
-
-    import tools._rg
-    from engine import ToolExecutionInput, ToolRuntime
-    from engine.policies import LocalSpillStore, TimeoutPolicy
-    from tools._config import ToolsConfig
-    from tools._grep import build_grep
-    from tools._paths import Workspace
+    from codemode.engine import ToolExecutionInput, ToolRuntime
+    from codemode.engine.policies import LocalSpillStore, TimeoutPolicy
+    from codemode.tools import _rg
+    from codemode.tools._config import ToolsConfig
+    from codemode.tools._grep import build_grep
+    from codemode.tools._paths import Workspace
 
     # A search command that never finishes (FIFOs, the old way to hang ripgrep, are now
     # refused up front); unconfined, since the stand-in is a shell script.
     hung = tmp_path / "hung-rg"
     hung.write_text("#!/bin/sh\nexec sleep 60\n")
     hung.chmod(0o755)
-    monkeypatch.setattr(tools._rg, "rg_executable", lambda: str(hung))
-    monkeypatch.setattr(tools._rg, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(_rg, "rg_executable", lambda: str(hung))
+    monkeypatch.setattr(_rg, "landlock_abi", lambda: 0)
     (workspace / "f").write_text("x\n")
     cfg = ToolsConfig(
         workspace=Workspace(workspace),
@@ -488,9 +486,9 @@ async def test_no_confined_spawner_thread_outlives_its_search(tmp_path: Path) ->
     a host counting its threads after many searches over many roots finds none left."""
     import threading
 
-    import tools._rg
+    from codemode.tools import _rg
 
-    if tools._rg.landlock_abi() == 0:
+    if _rg.landlock_abi() == 0:
         pytest.skip("this kernel has no Landlock")
 
     def spawners() -> list[threading.Thread]:

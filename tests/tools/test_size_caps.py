@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from codemode.tools._diff import diff_hunks
 
 from tests.tools.conftest import Harness, error_of
-from tools._diff import diff_hunks
 
 pytestmark = pytest.mark.anyio
 

@@ -259,7 +259,7 @@ async def test_edit_cards(harness: Harness, workspace: Path) -> None:
 
 
 async def test_mutations_are_exclusive(harness: Harness) -> None:
-    from engine import AbortController, ToolExecutionInput
+    from codemode.engine import AbortController, ToolExecutionInput
 
     for name, args in [
         ("write", {"file_path": "a", "content": ""}),
