@@ -47,7 +47,8 @@ from codemode.engine import (
     define_tool,
     text,
 )
-from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime, _boundary
+from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox.worker import _boundary
 
 try:
     import pydantic_monty

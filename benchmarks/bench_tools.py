@@ -32,7 +32,7 @@ if __package__ in (None, ""):
 
 from codemode.engine import AbortController, ToolExecutionInput, ToolRuntime
 from codemode.tools import default_tools
-from codemode.tools._rg import rg_executable
+from codemode.tools.search._rg import rg_executable
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from codemode.sandbox._js_guest import GuestDone, GuestRunning, JsBinding, JsGuest
-from codemode.sandbox._ts_strip import strip_types
+from codemode.sandbox.typescript._guest import GuestDone, GuestRunning, JsBinding, JsGuest
+from codemode.sandbox.typescript._strip import strip_types
 
 STRIP_TARGET_MS_PER_KB = 1.0
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "sandbox" / "ts_corpus"

@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 import typer
 from codemode.engine import AbortController, ToolExecutionInput
-from codemode.engine._json import thaw
+from codemode.engine.json import thaw
 from rich.console import Console
 from rich.markup import escape
 

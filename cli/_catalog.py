@@ -13,7 +13,7 @@ import textwrap
 from typing import Any
 
 from codemode.engine import AbortController, Scope, ToolExecutionInput, ToolRuntime
-from codemode.engine._json import thaw
+from codemode.engine.json import thaw
 
 __all__ = ["catalog_entries", "render_table"]
 

@@ -146,7 +146,7 @@ async def open_session(
         else:
             runtime = ToolRuntime(mode="native")
         # The SDK's facts block: where relative paths resolve, and which tools refuse to
-        # change a file the run has not read (tools/_fs_policy.py).
+        # change a file the run has not read (tools/fs/_policy.py).
         runtime.sdk_facts.update(workspace=str(workspace), read_before_write=["edit", "write"])
         TimeoutPolicy().install(runtime)
         store = LocalSpillStore(state_dir / "spill")

@@ -22,48 +22,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from codemode.engine import (
-        AbortController as AbortController,
-    )
-    from codemode.engine import (
-        AbortSignal as AbortSignal,
-    )
-    from codemode.engine import (
-        CodeRunFailedError as CodeRunFailedError,
-    )
-    from codemode.engine import (
-        HarnessError as HarnessError,
-    )
-    from codemode.engine import (
-        MemorySessionLog as MemorySessionLog,
-    )
-    from codemode.engine import (
-        Scope as Scope,
-    )
-    from codemode.engine import (
-        SqliteSessionLog as SqliteSessionLog,
-    )
-    from codemode.engine import (
-        ToolDefinition as ToolDefinition,
-    )
-    from codemode.engine import (
-        ToolExecutionInput as ToolExecutionInput,
-    )
-    from codemode.engine import (
-        ToolExecutionResult as ToolExecutionResult,
-    )
-    from codemode.engine import (
-        ToolOutput as ToolOutput,
-    )
-    from codemode.engine import (
-        ToolRuntime as ToolRuntime,
-    )
-    from codemode.engine import (
-        define_tool as define_tool,
-    )
-    from codemode.engine import (
-        text as text,
-    )
+    from codemode.engine import AbortController as AbortController
+    from codemode.engine import AbortSignal as AbortSignal
+    from codemode.engine import CodeRunFailedError as CodeRunFailedError
+    from codemode.engine import HarnessError as HarnessError
+    from codemode.engine import MemorySessionLog as MemorySessionLog
+    from codemode.engine import Scope as Scope
+    from codemode.engine import SqliteSessionLog as SqliteSessionLog
+    from codemode.engine import ToolDefinition as ToolDefinition
+    from codemode.engine import ToolExecutionInput as ToolExecutionInput
+    from codemode.engine import ToolExecutionResult as ToolExecutionResult
+    from codemode.engine import ToolOutput as ToolOutput
+    from codemode.engine import ToolRuntime as ToolRuntime
+    from codemode.engine import define_tool as define_tool
+    from codemode.engine import text as text
     from codemode.engine.policies import SpillPolicy as SpillPolicy
     from codemode.engine.policies import TimeoutPolicy as TimeoutPolicy
     from codemode.sandbox import Limits as Limits

@@ -5,16 +5,7 @@ Public names only; implementation lives in private modules.
 
 from __future__ import annotations
 
-from ._code_runtime import ERROR_KINDS as ERROR_KINDS
-from ._code_runtime import Binding as Binding
-from ._code_runtime import CodeRunError as CodeRunError
-from ._code_runtime import CodeRunRequest as CodeRunRequest
-from ._code_runtime import CodeRunResult as CodeRunResult
-from ._code_runtime import CodeRuntime as CodeRuntime
-from ._code_runtime import ErrorClass as ErrorClass
-from ._code_runtime import ErrorKind as ErrorKind
 from ._define import define_tool as define_tool
-from ._driver import CodeDispatchLog as CodeDispatchLog
 from ._errors import AbortError as AbortError
 from ._errors import BindingCallError as BindingCallError
 from ._errors import CodeRunFailedError as CodeRunFailedError
@@ -49,6 +40,15 @@ from ._types import ToolFailure as ToolFailure
 from ._types import ToolOutput as ToolOutput
 from ._types import ToolSchema as ToolSchema
 from ._types import text as text
+from .code_mode._driver import CodeDispatchLog as CodeDispatchLog
+from .code_mode._seam import ERROR_KINDS as ERROR_KINDS
+from .code_mode._seam import Binding as Binding
+from .code_mode._seam import CodeRunError as CodeRunError
+from .code_mode._seam import CodeRunRequest as CodeRunRequest
+from .code_mode._seam import CodeRunResult as CodeRunResult
+from .code_mode._seam import CodeRuntime as CodeRuntime
+from .code_mode._seam import ErrorClass as ErrorClass
+from .code_mode._seam import ErrorKind as ErrorKind
 
 __all__ = [
     "AbortController",

@@ -37,7 +37,6 @@ import msgspec
 
 from ._errors import AbortError, HarnessError, ToolNotFoundError, ToolOutputError
 from ._execution import ToolExecution, ToolRunContext
-from ._json import FrozenList, LosslessJsonError, snapshot
 from ._signals import AbortSignal
 from ._types import (
     Accept,
@@ -53,6 +52,7 @@ from ._types import (
     ToolExecutionSuccess,
     ToolFailure,
 )
+from .json import FrozenList, LosslessJsonError, snapshot
 
 if TYPE_CHECKING:
     from ._hooks import HookRegistry

@@ -35,7 +35,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from ._json import snapshot
+from .json import snapshot
 
 __all__ = [
     "CALL_KINDS",

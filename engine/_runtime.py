@@ -5,15 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._code_mode import CODE_ONLY_INSTRUCTION, RUN_CODE_FLAVORS, known_languages, make_run_code_tool
 from ._execution import ToolExecution
 from ._hooks import HookRegistry
-from ._json import snapshot
 from ._pipeline import Pipeline
 from ._registry import MODES, RUN_CODE_NAME, Registry
 from ._scope import Scope
 from ._session import SessionLog
 from ._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult, ToolSchema
+from .code_mode._tool import (
+    CODE_ONLY_INSTRUCTION,
+    RUN_CODE_FLAVORS,
+    known_languages,
+    make_run_code_tool,
+)
+from .json import snapshot
 
 __all__ = ["ToolRuntime"]
 

@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import msgspec
 
-from ._json import (
+from .json import (
     FrozenDict,
     FrozenList,
     LosslessJsonError,

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from ._code_runtime import CodeRunError, CodeRunRequest, CodeRunResult, validate_bindings
 from ._errors import BindingCallError
-from ._json import LosslessJsonError, snapshot
 from ._signals import reason_text
+from .code_mode._seam import CodeRunError, CodeRunRequest, CodeRunResult, validate_bindings
+from .json import LosslessJsonError, snapshot
 
 __all__ = ["InProcessRuntime", "NO_VALUE", "ProgramFn", "ToolCallError"]
 

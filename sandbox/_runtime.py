@@ -16,12 +16,12 @@ from typing import Any, ClassVar
 import anyio
 import msgspec
 from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
-from codemode.engine._code_runtime import validate_bindings
+from codemode.engine.code_mode._seam import validate_bindings
 
-from ._boundary import BoundarySpec
 from ._limits import Limits
-from ._pool import PoolStats, WorkerPool
-from ._supervisor import Session, reason_text
+from .host._pool import PoolStats, WorkerPool
+from .host._supervisor import Session, reason_text
+from .worker._boundary import BoundarySpec
 
 __all__ = ["ProcessRuntime", "PythonRuntime", "RuntimeStats"]
 
@@ -177,7 +177,7 @@ class PythonRuntime(ProcessRuntime):
 
     language: ClassVar[str] = "python"
     guest: ClassVar[str] = "python"
-    guest_modules: ClassVar[dict[str, str]] = {"python": "codemode.sandbox._py_guest"}
+    guest_modules: ClassVar[dict[str, str]] = {"python": "codemode.sandbox.python._guest"}
 
     def __init__(
         self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None

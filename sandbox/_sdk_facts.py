@@ -4,11 +4,11 @@ The engine passes these plain-data facts to ``sdk_gen.render_sdk`` (see
 ``sdk_gen/_facts.py`` for the keys), so the prompt states the limits in force and the
 guest's surface as the running code has them, never as a copy that can drift:
 
-- Python's importable modules come from ``_py_modules.ALLOWED_MODULES``, and its
-  ``asyncio`` names from the facade the guest builds (``_py_asyncio.make_asyncio`` where
+- Python's importable modules come from ``python._modules.ALLOWED_MODULES``, and its
+  ``asyncio`` names from the facade the guest builds (``python._asyncio.make_asyncio`` where
   that module exists, else the ``gather``/``sleep`` pair the guest defines itself);
 - whether a Python tool call is a lazy coroutine follows from the guest's call object;
-- TypeScript's syntax sentence matches what ``_ts_strip`` transforms and refuses.
+- TypeScript's syntax sentence matches what ``typescript._strip`` transforms and refuses.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _python_asyncio() -> list[str]:
     """The facade's callables and classes (exceptions, constants and ``is*`` predicates go
     unsaid: the block lists what a program builds concurrency from)."""
     try:
-        module = importlib.import_module("codemode.sandbox._py_asyncio")
+        module = importlib.import_module("codemode.sandbox.python._asyncio")
         facade = module.make_asyncio(lambda exc: None)
         names = [name for name in dir(facade) if not name.startswith("_")]
     except Exception:  # the module is not there (or changed shape): say what is certain
@@ -61,7 +61,7 @@ def _python_asyncio() -> list[str]:
 
 
 def _python_calls_are_lazy() -> bool:
-    objects = importlib.import_module("codemode.sandbox._py_objects")
+    objects = importlib.import_module("codemode.sandbox.python._objects")
     return hasattr(objects, "_ToolCall")
 
 
@@ -70,7 +70,7 @@ def sdk_facts(language: str, limits: Limits) -> dict[str, Any]:
     if language == "typescript":
         return {"syntax": _TS_SYNTAX, "calls": _TS_CALLS, "limits": _limits(limits)}
     if language == "python":
-        from ._py_modules import ALLOWED_MODULES
+        from .python._modules import ALLOWED_MODULES
 
         return {
             "modules": list(ALLOWED_MODULES),

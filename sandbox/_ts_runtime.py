@@ -3,12 +3,12 @@
 Everything but the guest is ``ProcessRuntime``'s: the fork server, the pool, the bridge,
 the supervisor and its limits, the boundary. What differs:
 
-1. The host strips the types (``_ts_strip``) before any worker is used; non-erasable
+1. The host strips the types (``typescript._strip``) before any worker is used; non-erasable
    syntax or a syntax error is a ``syntax`` result with the stripper's message, and no
    worker is touched (reference.md §3.3 step 3 says ``exception``; the engine's shared
    ``ErrorKind`` vocabulary gives parse failures their own kind in both languages).
-2. The worker runs the stripped program in QuickJS (``_js_worker`` driving
-   ``_js_guest.JsGuest``); each new worker builds its context ahead of the run with this
+2. The worker runs the stripped program in QuickJS (``typescript._worker`` driving
+   ``typescript._guest.JsGuest``); each new worker builds its context ahead of the run with this
    runtime's limits.
 """
 
@@ -21,11 +21,11 @@ from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
 
 from ._limits import Limits
 from ._runtime import ProcessRuntime
-from ._ts_strip import TypeStripError, strip_types
+from .typescript._strip import TypeStripError, strip_types
 
 __all__ = ["TypeScriptRuntime"]
 
-_GUEST_MODULE = "codemode.sandbox._js_worker"
+_GUEST_MODULE = "codemode.sandbox.typescript._worker"
 
 
 class TypeScriptRuntime(ProcessRuntime):
@@ -46,7 +46,7 @@ class TypeScriptRuntime(ProcessRuntime):
         self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
     ) -> None:
         super().__init__(limits, _guests=_guests)
-        # The worker builds its QuickJS limits from these (``_js_worker._limits``); the
+        # The worker builds its QuickJS limits from these (``typescript._worker._limits``); the
         # same dict travels in every ``run`` frame, so a worker prepared with other
         # options (none yet) builds a fresh context instead.
         self._options: dict[str, Any] = {

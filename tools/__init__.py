@@ -13,12 +13,12 @@ from ._errors import BashError as BashError
 from ._errors import FsError as FsError
 from ._errors import JobError as JobError
 from ._errors import SearchError as SearchError
-from ._fs_policy import FsObservationPolicy as FsObservationPolicy
-from ._images import AttachmentStore as AttachmentStore
-from ._images import MemoryAttachmentStore as MemoryAttachmentStore
-from ._jobs import Job as Job
-from ._jobs import JobManager as JobManager
-from ._process import kill_all_processes as kill_all_processes
+from .fs._images import AttachmentStore as AttachmentStore
+from .fs._images import MemoryAttachmentStore as MemoryAttachmentStore
+from .fs._policy import FsObservationPolicy as FsObservationPolicy
+from .shell._jobs import Job as Job
+from .shell._jobs import JobManager as JobManager
+from .shell._process import kill_all_processes as kill_all_processes
 
 __all__ = [
     "AttachmentStore",

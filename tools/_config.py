@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ._paths import Workspace
+from .fs._paths import Workspace
 
 if TYPE_CHECKING:
     from codemode.engine.policies import SpillStore
 
-    from ._fs_policy import FsObservationPolicy
-    from ._images import AttachmentStore
-    from ._jobs import JobManager
+    from .fs._images import AttachmentStore
+    from .fs._policy import FsObservationPolicy
+    from .shell._jobs import JobManager
 
 __all__ = ["ToolsConfig", "runtime_dir"]
 

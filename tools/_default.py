@@ -9,25 +9,25 @@ from typing import TYPE_CHECKING
 from codemode.engine import ToolDefinition
 from codemode.engine.policies import LocalSpillStore
 
-from ._bash import build_bash
 from ._config import ToolsConfig, ensure_private_dir, runtime_dir
-from ._editor import build_str_replace_editor
 from ._errors import FsError
-from ._glob import build_glob
-from ._grep import build_grep
-from ._images import MemoryAttachmentStore, build_read_image
-from ._job_tools import build_job_kill, build_job_list, build_job_output
-from ._paths import Workspace
-from ._read import build_read
 from ._todo import build_todo_write
-from ._write_edit import build_edit, build_write
+from .fs._editor import build_str_replace_editor
+from .fs._images import MemoryAttachmentStore, build_read_image
+from .fs._paths import Workspace
+from .fs._read import build_read
+from .fs._write_edit import build_edit, build_write
+from .search._glob import build_glob
+from .search._grep import build_grep
+from .shell._bash import build_bash
+from .shell._job_tools import build_job_kill, build_job_list, build_job_output
 
 if TYPE_CHECKING:
     from codemode.engine.policies import SpillStore
 
-    from ._fs_policy import FsObservationPolicy
-    from ._images import AttachmentStore
-    from ._jobs import JobManager
+    from .fs._images import AttachmentStore
+    from .fs._policy import FsObservationPolicy
+    from .shell._jobs import JobManager
 
 __all__ = ["default_tools"]
 

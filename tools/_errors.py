@@ -20,7 +20,7 @@ FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORK
 ``FS_STALE_VERSION`` (read-before-write), ``FS_EDIT_NOT_FOUND``, ``FS_AMBIGUOUS_EDIT``,
 ``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call),
 ``FS_IO_ERROR`` (any other operating-system error, its text in the message), ``FS_ABORTED``.
-BASH and JOB codes are listed in ``tools/_bash.py`` and ``tools/_jobs.py``.
+BASH and JOB codes are listed in ``tools/shell/_bash.py`` and ``tools/shell/_jobs.py``.
 """
 
 from __future__ import annotations

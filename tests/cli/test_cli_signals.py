@@ -108,7 +108,7 @@ def _running_tree(child: pexpect.spawn, workspace: Path, sleeps: int = 0) -> dic
         "the shell commands to start",
     )
     tree = _descendants(child.pid)
-    server = [p for p in tree if "codemode.sandbox._forkserver" in _cmdline(p)]
+    server = [p for p in tree if "codemode.sandbox.worker._forkserver" in _cmdline(p)]
     # The fork server and at least one worker (a fork of it, same command line).
     assert len(server) >= 2, {p: _cmdline(p) for p in tree}
     return tree

@@ -14,8 +14,8 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from codemode.engine._json import LosslessJsonError, snapshot
-from codemode.engine._schema_validate import validate_args, validate_json_schema_value
+from codemode.engine.json import LosslessJsonError, snapshot
+from codemode.engine.schema._validate import validate_args, validate_json_schema_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import json_scalars

@@ -24,8 +24,8 @@ from codemode.engine import (
     define_tool,
     text,
 )
-from codemode.engine._json import snapshot
 from codemode.engine._session import SqliteSessionLog
+from codemode.engine.json import snapshot
 from codemode.engine.testing import InProcessRuntime
 from pipeline_support import live_signal
 

@@ -1,4 +1,4 @@
-"""Lossless JSON (``codemode.engine._json``): snapshots, freezing, JS-compatible rendering."""
+"""Lossless JSON (``codemode.engine.json``): snapshots, freezing, JS-compatible rendering."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
-from codemode.engine._json import (
+from codemode.engine.json import (
     FrozenDict,
     FrozenList,
     LosslessJsonError,

@@ -1,4 +1,4 @@
-"""Compiled validators (``codemode.engine._schema_compile``): the fast path agrees with the walker.
+"""Compiled validators (``codemode.engine.schema._compile``): the fast path agrees with the walker.
 
 ``validate_json_schema_value`` answers a valid value from a validator compiled once per
 schema and runs the message-producing walker (``_schema_validate._run``) only when that
@@ -20,17 +20,7 @@ from typing import Any
 
 import pytest
 from codemode.engine import ToolOutput, define_tool, text
-from codemode.engine._json import FrozenDict, _is_sealed, snapshot
-from codemode.engine._schema_compile import (
-    CACHE_SIZE,
-    MAX_DEPTH,
-    Undecided,
-    _cache,
-    clear_cache,
-    compile_schema,
-    validator_for,
-)
-from codemode.engine._schema_validate import _run
+from codemode.engine.json import FrozenDict, _is_sealed, snapshot
 from codemode.engine.schema import (
     assert_object_json_schema,
     assert_supported_json_schema,
@@ -39,6 +29,16 @@ from codemode.engine.schema import (
     validate_json_schema_value,
     value_schema_spec_to_json_schema,
 )
+from codemode.engine.schema._compile import (
+    CACHE_SIZE,
+    MAX_DEPTH,
+    Undecided,
+    _cache,
+    clear_cache,
+    compile_schema,
+    validator_for,
+)
+from codemode.engine.schema._validate import _run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import json_scalars, json_values, lossy_values, supported_schemas, values_for

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from codemode.engine import JsonSchemaError
-from codemode.engine._json import FrozenDict, dumps_compact
+from codemode.engine.json import FrozenDict, dumps_compact
 from codemode.engine.schema import (
     assert_supported_json_schema,
     parameter_schema_spec_to_json_schema,

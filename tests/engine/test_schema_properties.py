@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from codemode.engine._json import dumps_compact, is_lossless, snapshot, thaw
+from codemode.engine.json import dumps_compact, is_lossless, snapshot, thaw
 from codemode.engine.schema import (
     assert_supported_json_schema,
     parameter_schema_spec_to_json_schema,

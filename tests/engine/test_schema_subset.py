@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from codemode.engine import JsonSchemaError
-from codemode.engine._json import FrozenDict, dumps_compact
+from codemode.engine.json import FrozenDict, dumps_compact
 from codemode.engine.schema import assert_object_json_schema, assert_supported_json_schema
 
 

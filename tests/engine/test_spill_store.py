@@ -8,19 +8,19 @@ import stat
 from pathlib import Path
 
 import pytest
-from codemode.engine._spill_store import (
-    LOCAL_RETRIEVAL_HINT,
-    LocalSpillStore,
-    SpillStore,
-    safe_file_name,
-)
-from codemode.engine._spill_text import (
+from codemode.engine.policies._spill_preview import (
     build_spill_preview,
     spill_notice,
     spill_preview,
     utf8_head,
     utf8_len,
     utf8_tail,
+)
+from codemode.engine.policies._spill_store import (
+    LOCAL_RETRIEVAL_HINT,
+    LocalSpillStore,
+    SpillStore,
+    safe_file_name,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,7 +1,7 @@
 """The kernel layers hold even with the guards bypassed.
 
 These tests run *unrestricted* Python inside real workers through the test-only ``raw``
-guest (``sandbox/_raw_guest.py``, never registered by ``PythonRuntime``): if a program
+guest (``sandbox/worker/_raw_guest.py``, never registered by ``PythonRuntime``): if a program
 escaped RestrictedPython entirely, this is what it could still do. They also send
 hostile frames over the bridge.
 """
@@ -18,7 +18,7 @@ import anyio
 import pytest
 from codemode.engine import AbortController, CodeRunRequest, CodeRunResult
 from codemode.sandbox import Limits, PythonRuntime
-from codemode.sandbox._seccomp import build_filter, packed_filter
+from codemode.sandbox.worker._seccomp import build_filter, packed_filter
 from sandbox_helpers import bindings, err, ok
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +28,10 @@ MEMORY = 256 * 2**20
 
 @pytest.fixture(scope="module")
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
-    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
+    guests = {
+        "python": "codemode.sandbox.python._guest",
+        "raw": "codemode.sandbox.worker._raw_guest",
+    }
     limits = Limits(compute_ms=5_000, max_wall_ms=20_000, max_memory_bytes=MEMORY, max_sub_calls=5)
     async with PythonRuntime(limits, _guests=guests) as rt:
         yield rt
@@ -84,7 +87,7 @@ def errno_of(call: str) -> str:
 
 
 async def test_python_runtime_does_not_offer_the_raw_guest() -> None:
-    assert PythonRuntime.guest_modules == {"python": "codemode.sandbox._py_guest"}
+    assert PythonRuntime.guest_modules == {"python": "codemode.sandbox.python._guest"}
 
 
 async def test_raw_guest_is_not_served_unless_registered(runtime: PythonRuntime) -> None:

@@ -2,7 +2,7 @@
 
 The first group are regression tests for callables the audit found unsafe (each program
 is ours, written against this sandbox, and each ran to the bad outcome before its fix).
-They run in real workers. The second group checks the audit table (``_py_audit``) covers
+They run in real workers. The second group checks the audit table (``_audit``) covers
 every name a program can reach, so that allowing a new name without classifying it fails.
 """
 
@@ -18,7 +18,8 @@ from typing import Any
 import anyio
 import pytest
 from codemode.engine import AbortController, CodeRunRequest
-from codemode.sandbox import Limits, PythonRuntime, _py_audit, _py_builtins, _py_modules
+from codemode.sandbox import Limits, PythonRuntime
+from codemode.sandbox.python import _audit, _builtins, _modules
 from sandbox_helpers import Run, err, ok
 
 pytestmark = pytest.mark.anyio
@@ -304,41 +305,41 @@ class _Printer:
 
 def _exported(module: str) -> dict[str, object]:
     """What ``import module`` gives a program (per-run modules bound to a dummy run)."""
-    from codemode.sandbox._py_asyncio import make_asyncio
+    from codemode.sandbox.python._asyncio import make_asyncio
 
-    importer = _py_modules.make_importer({"asyncio": make_asyncio(lambda exc: None)})
+    importer = _modules.make_importer({"asyncio": make_asyncio(lambda exc: None)})
     proxy = importer(module, {"_print_": lambda _: _Printer()}, None, ("x",), 0)
     return {name: getattr(proxy, name) for name in dir(proxy)}
 
 
 def test_every_allowed_module_name_is_classified() -> None:
     unclassified = []
-    for module in _py_modules.ALLOWED_MODULES:
+    for module in _modules.ALLOWED_MODULES:
         for name in _exported(module):
-            if f"{module}.{name}" not in _py_audit.AUDIT:
+            if f"{module}.{name}" not in _audit.AUDIT:
                 unclassified.append(f"{module}.{name}")
-    assert not unclassified, f"allowed but not classified in _py_audit.AUDIT: {unclassified}"
+    assert not unclassified, f"allowed but not classified in _audit.AUDIT: {unclassified}"
 
 
 def test_every_builtin_is_classified() -> None:
-    table = _py_builtins.make_builtins(lambda *a, **k: None)
-    missing = [f"builtins.{n}" for n in table if f"builtins.{n}" not in _py_audit.AUDIT]
-    assert not missing, f"builtins not classified in _py_audit.AUDIT: {missing}"
+    table = _builtins.make_builtins(lambda *a, **k: None)
+    missing = [f"builtins.{n}" for n in table if f"builtins.{n}" not in _audit.AUDIT]
+    assert not missing, f"builtins not classified in _audit.AUDIT: {missing}"
 
 
 def test_audit_verdicts_are_known_and_reasoned() -> None:
-    for key, (verdict, reason) in _py_audit.AUDIT.items():
-        assert verdict in _py_audit.VERDICTS, key
+    for key, (verdict, reason) in _audit.AUDIT.items():
+        assert verdict in _audit.VERDICTS, key
         assert len(reason) > 10, key
 
 
 def test_removed_names_are_not_reachable() -> None:
-    for key, (verdict, _reason) in _py_audit.AUDIT.items():
+    for key, (verdict, _reason) in _audit.AUDIT.items():
         module, name = key.rsplit(".", 1)
         if verdict != "removed":
             continue
         if module == "builtins":
-            table = _py_builtins.make_builtins(lambda *a, **k: None)
+            table = _builtins.make_builtins(lambda *a, **k: None)
             assert name not in table, key
         else:
             assert name not in _exported(module), key
@@ -347,7 +348,7 @@ def test_removed_names_are_not_reachable() -> None:
 def test_wrapped_names_are_not_the_originals() -> None:
     import importlib
 
-    for key, (verdict, _reason) in _py_audit.AUDIT.items():
+    for key, (verdict, _reason) in _audit.AUDIT.items():
         module, name = key.rsplit(".", 1)
         if verdict != "wrapped" or module == "builtins":
             continue
@@ -358,7 +359,7 @@ def test_wrapped_names_are_not_the_originals() -> None:
 def test_no_exported_value_is_a_module_metaclass_or_eval_like_builtin() -> None:
     dangerous = {id(getattr(builtins, n)) for n in ("eval", "exec", "compile", "open")}
     dangerous |= {id(builtins.__import__), id(builtins.globals), id(builtins.vars)}
-    for module in _py_modules.ALLOWED_MODULES:
+    for module in _modules.ALLOWED_MODULES:
         for name, value in _exported(module).items():
             assert not isinstance(value, types.ModuleType), (module, name)
             assert id(value) not in dangerous, (module, name)
@@ -373,7 +374,10 @@ def test_no_exported_value_is_a_module_metaclass_or_eval_like_builtin() -> None:
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
     # The test-only raw guest shares the fork server (and so the audit hook) with the
     # Python guest; its code can impersonate program frames, as an escape would.
-    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
+    guests = {
+        "python": "codemode.sandbox.python._guest",
+        "raw": "codemode.sandbox.worker._raw_guest",
+    }
     async with PythonRuntime(Limits(compute_ms=10_000), _guests=guests) as runtime:
         yield runtime
 
@@ -521,9 +525,9 @@ def _cell_set(cell: types.CellType) -> bool:
 
 def test_static_walk_every_evaluating_export_is_accounted_for() -> None:
     unexplained = []
-    for module in _py_modules.ALLOWED_MODULES:
+    for module in _modules.ALLOWED_MODULES:
         for name, value in _exported(module).items():
-            verdict, reason = _py_audit.AUDIT[f"{module}.{name}"]
+            verdict, reason = _audit.AUDIT[f"{module}.{name}"]
             for primitive in sorted(_reaches(value)):
                 if verdict == "safe" and primitive not in reason:
                     unexplained.append(f"{module}.{name} reaches {primitive}: {reason}")
@@ -536,7 +540,7 @@ def test_static_walk_sees_the_known_escape() -> None:
 
     assert "eval" in _reaches(functools.singledispatch)
     assert "eval" in _reaches(typing.get_type_hints)
-    assert "exec" in _reaches(_py_modules.module_table("dataclasses")["dataclass"])
+    assert "exec" in _reaches(_modules.module_table("dataclasses")["dataclass"])
 
 
 async def test_file_and_process_access_under_program_frames_is_refused(

@@ -29,21 +29,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codemode.sandbox import _py_builtins, _py_modules, _py_stdlib
-from codemode.sandbox._py_asyncio import make_asyncio
-from codemode.sandbox._py_guest import compile_program
-from codemode.sandbox._py_objects import _Namespace
-from codemode.sandbox._py_policy import MAIN
+from codemode.sandbox.python import _builtins, _modules, _stdlib
+from codemode.sandbox.python._asyncio import make_asyncio
+from codemode.sandbox.python._guest import compile_program
+from codemode.sandbox.python._objects import _Namespace
+from codemode.sandbox.python._policy import MAIN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 _STEPS = 6
-_SANDBOX_DIR = Path(_py_builtins.__file__).resolve().parent
+_PYTHON_DIR = Path(_builtins.__file__).resolve().parent
+_SANDBOX_DIR = _PYTHON_DIR.parent
 # Host code that programs may legitimately hold functions of: the guards and the
 # sandbox versions of library callables are what programs are meant to call.
 _PROGRAM_FACING = {
-    str((_SANDBOX_DIR / name).resolve())
-    for name in ("_py_builtins.py", "_py_modules.py", "_py_stdlib.py", "_py_asyncio.py")
+    str((_PYTHON_DIR / name).resolve())
+    for name in ("_builtins.py", "_modules.py", "_stdlib.py", "_asyncio.py")
 }
 _UNGUARDED = {
     id(getattr(builtins, name))
@@ -109,11 +110,11 @@ class _Printer:
 
 def _make_env(held: list[Any]) -> dict[str, Any]:
     printer = _Printer()
-    importer = _py_modules.make_importer({"asyncio": make_asyncio(lambda exc: None)})
-    env = _py_builtins.make_guards(
+    importer = _modules.make_importer({"asyncio": make_asyncio(lambda exc: None)})
+    env = _builtins.make_guards(
         print_factory=lambda _getattr: printer, exc_guard=lambda: None, returned=lambda v: v
     )
-    env["__builtins__"] = _py_builtins.make_builtins(importer)
+    env["__builtins__"] = _builtins.make_builtins(importer)
     env["tools"] = _Namespace("tools", ["echo"], _host_call)
     env["held"] = held
     return env
@@ -135,17 +136,17 @@ def _module_names(module: str) -> dict[str, Any]:
     if module == "asyncio":  # the guest's per-run facade
         proxy = make_asyncio(lambda exc: None)
         return {name: getattr(proxy, name) for name in dir(proxy)}
-    return _py_modules.module_table(module)
+    return _modules.module_table(module)
 
 
 def _roots() -> list[str]:
-    table = _py_builtins.make_builtins(lambda *a, **k: None)
+    table = _builtins.make_builtins(lambda *a, **k: None)
     roots = [f"v = {name}" for name in table if not name.startswith("_")]
-    for module in _py_modules.ALLOWED_MODULES:
+    for module in _modules.ALLOWED_MODULES:
         alias = module.replace(".", "_")
         roots.append(f"import {module} as {alias}\nv = {alias}")
         exported = _module_names(module)
-        names = sorted(set(exported) | _py_stdlib.PER_RUN_NAMES.get(module, frozenset()))
+        names = sorted(set(exported) | _stdlib.PER_RUN_NAMES.get(module, frozenset()))
         roots.extend(f"from {module} import {name} as v" for name in names)
     return roots
 
@@ -153,14 +154,14 @@ def _roots() -> list[str]:
 def _callable_roots(modules: tuple[str, ...]) -> list[tuple[str, str]]:
     roots = []
     if "builtins" in modules:
-        table = _py_builtins.make_builtins(lambda *a, **k: None)
+        table = _builtins.make_builtins(lambda *a, **k: None)
         roots = [("", n) for n, value in table.items() if callable(value) and n[0] != "_"]
     for module in modules:
-        if module == "builtins" or module not in _py_modules.ALLOWED_MODULES:
+        if module == "builtins" or module not in _modules.ALLOWED_MODULES:
             continue
         exported = _module_names(module)
         for name, value in sorted(exported.items()):
-            if callable(value) and value is not _py_stdlib.sleep:
+            if callable(value) and value is not _stdlib.sleep:
                 roots.append((f"from {module} import {name} as fn\n", "fn"))
     return roots
 
@@ -179,7 +180,7 @@ _FOCUS_ROOTS = [
 ]  # fmt: skip
 _FOCUS_MODULES = ("builtins", "copy", "dataclasses", "functools", "operator", "typing", "enum",
                   "collections", "pprint", "traceback", "string", "asyncio")  # fmt: skip
-_CALLABLE_ROOTS = _callable_roots(("builtins", *_py_modules.ALLOWED_MODULES))
+_CALLABLE_ROOTS = _callable_roots(("builtins", *_modules.ALLOWED_MODULES))
 _FOCUS_CALLABLES = _callable_roots(_FOCUS_MODULES)
 
 
@@ -210,7 +211,7 @@ def _violation(value: Any) -> str | None:
     if (
         isinstance(value, type)
         and issubclass(value, type)
-        and not _py_builtins.is_program_defined(value)
+        and not _builtins.is_program_defined(value)
     ):
         return f"the metaclass {value!r}"
     if _is_host_function(value):
@@ -253,7 +254,7 @@ def _step(data: st.DataObject, held: list[Any]) -> str | None:
         pool = public + _DANGEROUS_NAMES if public else _DANGEROUS_NAMES
         return f"v = getattr({target}, {data.draw(st.sampled_from(pool))!r})"
     if kind == "call":
-        if not callable(current) or current is _py_stdlib.sleep:
+        if not callable(current) or current is _stdlib.sleep:
             return None
         choices = list(_ARGS) + [
             f"held[{i}]" for i, value in enumerate(held) if _usable_argument(value)
@@ -344,7 +345,7 @@ def test_the_walk_detects_a_forbidden_object() -> None:
     assert _violation(builtins.open) is not None
     assert _violation(_host_call) is not None
     assert _violation(type) is not None
-    assert _violation(_py_stdlib.copy_) is None
+    assert _violation(_stdlib.copy_) is None
     assert _violation(len) is None
 
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import codemode.sandbox._frames as frames
+import codemode.sandbox.worker._frames as frames
 import msgspec
 import pytest
-from codemode.sandbox._frames import (
+from codemode.sandbox.worker._frames import (
     CallFrame,
     DoneFrame,
     HostInbound,

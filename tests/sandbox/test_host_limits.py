@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 from codemode.engine import AbortController, MemorySessionLog, ToolExecutionInput, ToolRuntime
-from codemode.engine._json import FrozenDict
+from codemode.engine.json import FrozenDict
 from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
 from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
 

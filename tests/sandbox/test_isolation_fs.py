@@ -3,8 +3,8 @@
 A program that escapes RestrictedPython (or the QuickJS prelude) has the real ``open``
 and ``os``. These tests give it exactly that, through the test-only ``raw`` guest, and
 check that nothing of the host can be read, listed or (as root) even ``stat``-ed: the
-worker's root is an empty private tmpfs (``sandbox/_mountns.py``) and Landlock denies
-every path access on top (``sandbox/_landlock.py``). They also check that what programs
+worker's root is an empty private tmpfs (``sandbox/worker/_mountns.py``) and Landlock denies
+every path access on top (``sandbox/worker/_landlock.py``). They also check that what programs
 legitimately use after the fork (randomness, hashing, time zones, decimals) still works.
 
 Each attack probe reports ``["read", ...]`` when the access succeeded; the test fails
@@ -27,7 +27,8 @@ from typing import Any
 import anyio
 import pytest
 from codemode.engine import AbortController, CodeRunRequest
-from codemode.sandbox import Limits, PythonRuntime, _boundary, _landlock
+from codemode.sandbox import Limits, PythonRuntime
+from codemode.sandbox.worker import _boundary, _landlock
 from sandbox_helpers import bindings, ok
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +39,10 @@ SOURCE = Path(_boundary.__file__).resolve()
 
 @pytest.fixture(scope="module")
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
-    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
+    guests = {
+        "python": "codemode.sandbox.python._guest",
+        "raw": "codemode.sandbox.worker._raw_guest",
+    }
     async with PythonRuntime(Limits(compute_ms=5_000, max_wall_ms=20_000), _guests=guests) as rt:
         yield rt
 
@@ -134,7 +138,7 @@ async def test_the_projects_own_source_is_unreachable(raw_runtime: PythonRuntime
         f"open({str(SOURCE)!r}).read()",
         f"os.listdir({str(SOURCE.parent)!r})",
         # The path the worker itself knows its code by.
-        "open(__import__('sys').modules['codemode.sandbox._boundary'].__file__).read()",
+        "open(__import__('sys').modules['codemode.sandbox.worker._boundary'].__file__).read()",
     ):
         assert_denied(await probe(raw_runtime, attempt(expression)), first_line)
 
@@ -196,7 +200,10 @@ async def test_replacing_the_root_directory_on_the_host_changes_nothing() -> Non
     # mounted only in the server's namespace). A host process (a /tmp cleaner, a
     # hostile same-uid process) may remove it and put a symlink to / in its place:
     # workers enter their root through the server's descriptor, never by that path.
-    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
+    guests = {
+        "python": "codemode.sandbox.python._guest",
+        "raw": "codemode.sandbox.worker._raw_guest",
+    }
     async with PythonRuntime(Limits(pool_size=1), _guests=guests) as runtime:
         pool = runtime._pool
         assert pool is not None
@@ -250,7 +257,7 @@ async def test_what_programs_use_still_works_with_no_file_behind_it(
 
 _LANDLOCK_ONLY = r"""
 import json, os, sys
-from codemode.sandbox import _boundary
+from codemode.sandbox.worker import _boundary
 secret_path, source = sys.argv[1], sys.argv[2]
 spec = _boundary.BoundarySpec(memory_bytes=1 << 30, cpu_seconds=10)
 notes = _boundary.apply_limits(spec) + _boundary.lock_down(spec, os.getppid(), False)
@@ -321,7 +328,7 @@ PROBES = {
 }
 
 async def main():
-    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
+    guests = {"python": "codemode.sandbox.python._guest", "raw": "codemode.sandbox.worker._raw_guest"}
     out = {}
     async with PythonRuntime(Limits(pool_size=1), _guests=guests) as rt:
         for name, expression in PROBES.items():

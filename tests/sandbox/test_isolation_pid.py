@@ -2,7 +2,7 @@
 
 The fork server stays in the host's PID namespace (the pids it reports, and the host's
 ``kill``/``pidfd``/``/proc`` on them, are unchanged); its children are born in a private
-one whose PID 1 is an idle init (``sandbox/_pidns.py``). These tests run unrestricted
+one whose PID 1 is an idle init (``sandbox/worker/_pidns.py``). These tests run unrestricted
 Python in real workers (the test-only ``raw`` guest) and probe host pids with the calls
 seccomp still allows on foreign pids; each fails if a host process is visible.
 """
@@ -27,7 +27,10 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 async def raw_runtime() -> AsyncIterator[PythonRuntime]:
-    guests = {"python": "codemode.sandbox._py_guest", "raw": "codemode.sandbox._raw_guest"}
+    guests = {
+        "python": "codemode.sandbox.python._guest",
+        "raw": "codemode.sandbox.worker._raw_guest",
+    }
     async with PythonRuntime(Limits(compute_ms=5_000, max_wall_ms=20_000), _guests=guests) as rt:
         yield rt
 

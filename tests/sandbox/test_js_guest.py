@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from codemode.sandbox._js_guest import (
+from codemode.sandbox.typescript._guest import (
     GuestDone,
     GuestFailed,
     GuestRunning,
@@ -20,7 +20,7 @@ from codemode.sandbox._js_guest import (
     JsGuest,
     JsLimits,
 )
-from codemode.sandbox._ts_strip import strip_types
+from codemode.sandbox.typescript._strip import strip_types
 
 TOOLS = JsBinding("tools", ("echo", "fail", "my-tool", "__proto__", "constructor"))
 

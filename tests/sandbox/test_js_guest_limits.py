@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-from codemode.sandbox._js_catch import guard_catches
-from codemode.sandbox._js_guest import GuestDone, GuestRunning, JsBinding, JsGuest, JsLimits
+from codemode.sandbox.typescript._catch import guard_catches
+from codemode.sandbox.typescript._guest import GuestDone, GuestRunning, JsBinding, JsGuest, JsLimits
 from test_js_guest import TOOLS, drive, state_of
 
 FAST = JsLimits(compute_ms=300)

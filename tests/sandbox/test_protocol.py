@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from codemode.sandbox._frames import (
+from codemode.sandbox.host._ledger import OutputLedger, json_value_length
+from codemode.sandbox.worker._frames import (
     CallFrame,
     DoneFrame,
     FrameBuffer,
@@ -14,8 +15,7 @@ from codemode.sandbox._frames import (
     json_string_length,
     truncate_to_json_length,
 )
-from codemode.sandbox._ledger import OutputLedger, json_value_length
-from codemode.sandbox._seccomp import build_filter
+from codemode.sandbox.worker._seccomp import build_filter
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from codemode.sandbox._py_objects import match_guard
+from codemode.sandbox.python._objects import match_guard
 from sandbox_helpers import Run, err, ok
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from codemode.sandbox._frames import (
+from codemode.sandbox.worker._frames import (
     CallFrame,
     DoneFrame,
     HostInbound,

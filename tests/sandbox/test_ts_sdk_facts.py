@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from codemode.engine import ToolRuntime
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
-from codemode.sandbox._py_modules import ALLOWED_MODULES
+from codemode.sandbox.python._modules import ALLOWED_MODULES
 from sandbox_helpers import add_tool
 
 LIMITS = Limits(

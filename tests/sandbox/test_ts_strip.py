@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from codemode.sandbox._ts_strip import TypeStripError, strip_types
+from codemode.sandbox.typescript._strip import TypeStripError, strip_types
 
 CORPUS = pathlib.Path(__file__).parent / "ts_corpus"
 NODE = shutil.which("node")

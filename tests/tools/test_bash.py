@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from codemode.engine import AbortController
-from codemode.tools._bash import render_bash
+from codemode.tools.shell._bash import render_bash
 
 from tests.tools.conftest import Harness, all_gone, error_of, text_of
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from codemode.tools._cgroup import CallCgroup, describe_unenforced
-from codemode.tools._process import MAX_FILE_BYTES, BashProcess
+from codemode.tools.shell._cgroup import CallCgroup, describe_unenforced
+from codemode.tools.shell._process import MAX_FILE_BYTES, BashProcess
 
 pytestmark = pytest.mark.skipif(
     any("pids" in m for m in describe_unenforced()),

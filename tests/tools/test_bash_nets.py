@@ -18,9 +18,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from codemode.tools import _process
-from codemode.tools._cgroup import CallCgroup, describe_unenforced
-from codemode.tools._process import BashProcess
+from codemode.tools.shell import _process
+from codemode.tools.shell._cgroup import CallCgroup, describe_unenforced
+from codemode.tools.shell._process import BashProcess
 
 from tests.tools.conftest import alive
 
@@ -117,7 +117,7 @@ async def test_the_session_sweep_catches_orphans_of_a_killed_launcher(tmp_path: 
 _HOST = textwrap.dedent(
     """
     import os, sys, anyio
-    from codemode.tools._process import BashProcess
+    from codemode.tools.shell._process import BashProcess
 
     async def main():
         proc = BashProcess(

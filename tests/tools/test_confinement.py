@@ -131,7 +131,7 @@ async def test_nul_in_a_path(harness: Harness) -> None:
 @pytest.fixture(params=["openat2", "walk"])
 def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with the kernel resolver and with the O_NOFOLLOW walk (its fallback)."""
-    from codemode.tools import _paths
+    from codemode.tools.fs import _paths
 
     if request.param == "walk":
         monkeypatch.setattr(_paths, "_OPENAT2", False)
@@ -226,7 +226,7 @@ async def test_ripgrep_itself_cannot_read_outside_the_root(workspace: Path, plan
     gets EACCES (this is what a directory swapped mid-walk runs into)."""
     from codemode.engine import AbortController
     from codemode.tools import SearchError
-    from codemode.tools._rg import landlock_abi, run_rg
+    from codemode.tools.search._rg import landlock_abi, run_rg
 
     if landlock_abi() == 0:
         pytest.skip("this kernel has no Landlock")

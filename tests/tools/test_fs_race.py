@@ -22,7 +22,8 @@ from typing import Any
 
 import anyio
 import pytest
-from codemode.tools import _paths, _rg
+from codemode.tools.fs import _paths
+from codemode.tools.search import _rg
 
 from tests.tools.conftest import Harness
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from codemode.tools import MemoryAttachmentStore
-from codemode.tools._images import sniff_image
+from codemode.tools.fs._images import sniff_image
 
 from tests.tools.conftest import Harness, error_of
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from codemode.engine import AbortController
-from codemode.tools._rg import rg_executable
+from codemode.tools.search._rg import rg_executable
 
 from tests.tools.conftest import Harness, error_of, text_of
 
@@ -188,7 +188,7 @@ async def test_aborted_search(harness: Harness) -> None:
 
 async def test_raw_output_cap(harness: Harness, workspace: Path) -> None:
     from codemode.tools._errors import SearchError
-    from codemode.tools._rg import run_rg
+    from codemode.tools.search._rg import run_rg
 
     make_tree(workspace, {f"f{i}.txt": "" for i in range(50)})
     with pytest.raises(SearchError) as caught:
@@ -211,7 +211,7 @@ async def test_raw_output_cap(harness: Harness, workspace: Path) -> None:
 async def test_abort_kills_ripgrep(workspace: Path) -> None:
     import anyio
     from codemode.tools._errors import SearchError
-    from codemode.tools._rg import run_rg
+    from codemode.tools.search._rg import run_rg
 
     controller = AbortController()
     fifo = workspace / "pipe"
@@ -360,7 +360,7 @@ async def test_grep_ripgrep_errors(harness: Harness) -> None:
 
 def test_malformed_json_details(tmp_path: Path) -> None:
     from codemode.tools._errors import SearchError
-    from codemode.tools._grep import parse_matches
+    from codemode.tools.search._grep import parse_matches
 
     class Cfg:
         workspace = None
@@ -415,7 +415,7 @@ async def test_search_cards(harness: Harness, workspace: Path) -> None:
 
 
 async def test_meta_is_byte_bounded(workspace: Path, output_dir: Path) -> None:
-    from codemode.tools._search import bounded
+    from codemode.tools.search._common import bounded
 
     items = [f"{i:04d}" + "p" * 100 for i in range(100)]
 
@@ -447,10 +447,10 @@ async def test_timeout_policy_stops_a_hung_search(
     import anyio
     from codemode.engine import ToolExecutionInput, ToolRuntime
     from codemode.engine.policies import LocalSpillStore, TimeoutPolicy
-    from codemode.tools import _rg
     from codemode.tools._config import ToolsConfig
-    from codemode.tools._grep import build_grep
-    from codemode.tools._paths import Workspace
+    from codemode.tools.fs._paths import Workspace
+    from codemode.tools.search import _rg
+    from codemode.tools.search._grep import build_grep
 
     # A search command that never finishes (FIFOs, the old way to hang ripgrep, are now
     # refused up front); unconfined, since the stand-in is a shell script.
@@ -486,7 +486,7 @@ async def test_no_confined_spawner_thread_outlives_its_search(tmp_path: Path) ->
     a host counting its threads after many searches over many roots finds none left."""
     import threading
 
-    from codemode.tools import _rg
+    from codemode.tools.search import _rg
 
     if _rg.landlock_abi() == 0:
         pytest.skip("this kernel has no Landlock")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codemode.tools._diff import diff_hunks
+from codemode.tools.fs._diff import diff_hunks
 
 from tests.tools.conftest import Harness, error_of
 

@@ -1,0 +1,276 @@
+"""``run_code``: the reserved code-mode transport tool and its rendering.
+
+The tool validates its arguments, resolves the code runtime, enumerates bindings from
+the calling scope's view, runs the program with a run-scoped abort controller and the
+single-lane sub-dispatch driver (``_driver.py``), and turns the runtime's result into
+``{logs, result?}`` or a ``CODE_RUN_FAILED`` failure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from .._errors import CodeRunFailedError
+from .._signals import AbortController
+from .._types import ToolDefinition, ToolOutput, text
+from ..json import dumps_pretty
+from ._seam import Binding, CodeRunRequest, ErrorClass
+
+if TYPE_CHECKING:
+    from .._execution import ToolRunContext
+    from .._runtime import ToolRuntime
+
+__all__ = [
+    "CODE_ONLY_INSTRUCTION",
+    "RUN_CODE_FLAVORS",
+    "make_run_code_tool",
+    "render_run_code_value",
+]
+
+CODE_ONLY_INSTRUCTION = (
+    "`run_code` is the only tool you can call directly — a tool call naming any other tool "
+    "fails. Reach every tool the SDK declares below from inside the program."
+)
+
+_DESCRIPTION_PARAM = (
+    "Clear, concise description of what this program does in active voice, 5-10 words "
+    '(shown in the UI). Examples: "Count TODO markers across packages"; "Read failing test '
+    'and its fixture"; "Rename config key in every cordis.yml".'
+)
+
+RUN_CODE_FLAVORS: dict[str, tuple[str, str]] = {
+    "typescript": (
+        "Execute a TypeScript program against the available tools. Takes two required "
+        "arguments: `code`, the BODY of an async function (erasable syntax only; top-level "
+        "`await` and `return` work), and `description`, a short summary of what the program "
+        "does. Call tools as `await tools.name(args)` per the declarations in the system "
+        "prompt. Only what you print or return is program output — curate it. Image-bearing "
+        "subtool results are attached after the run.",
+        "The program: the body of an async TypeScript function.",
+    ),
+    "python": (
+        "Execute a Python program against the available tools. Takes two required arguments: "
+        "`code`, the BODY of an async function (top-level `await` and `return` work), and "
+        "`description`, a short summary of what the program does. Call tools as "
+        "`await tools.name(args)` per the declarations in the system prompt. Use `print(...)` "
+        "and/or `return <value>` for program output — curate it. Image-bearing subtool "
+        "results are attached after the run.",
+        "The program: the body of an async Python function.",
+    ),
+}
+
+# What JS ``String.prototype.trim`` removes (WhiteSpace and LineTerminator), so a blank
+# description is judged as the reference judges it (``str.strip()`` differs: it also
+# strips U+001C-U+001F and U+0085 but keeps U+FEFF).
+_JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+_OUTPUT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+    "required": ["logs"],
+}
+
+
+def known_languages() -> str:
+    """``"typescript", "python"`` as the error messages list them."""
+    return ", ".join(f'"{k}"' for k in RUN_CODE_FLAVORS)
+
+
+def render_run_code_value(value: Any) -> str:
+    """A program's completion value as the model reads it: strings raw, other values as
+    2-space JSON whose containers deeper than 10 columns of indentation render compact."""
+    if isinstance(value, str):
+        return value
+    return dumps_pretty(value, indent=2, max_indent=10)
+
+
+def _render(_args: Any, value: Any) -> list[dict[str, Any]]:
+    parts = ["\n".join(value["logs"])]
+    if "result" in value:
+        parts.append(render_run_code_value(value["result"]))
+    body = "\n".join(p for p in parts if p)
+    return [text(body or "(run_code completed with no output)")]
+
+
+def _present_call(args: Any) -> Any:
+    if not isinstance(args, dict):
+        return None
+    code, description = args.get("code"), args.get("description")
+    if not isinstance(code, str) or not isinstance(description, str):
+        return None
+    return {"card": "generic", "title": description, "kind": "execute", "rawInput": code}
+
+
+def make_run_code_tool(runtime: ToolRuntime, language: str) -> ToolDefinition:
+    """Build the ``run_code`` definition for one language flavour."""
+    description, code_description = RUN_CODE_FLAVORS[language]
+    parameters = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": code_description},
+            "description": {"type": "string", "description": _DESCRIPTION_PARAM},
+        },
+        "required": ["code", "description"],
+    }
+
+    async def execute(args: Any, ctx: ToolRunContext) -> Any:
+        from ..schema import validate_args
+
+        problems = validate_args(parameters, args)
+        if problems:
+            from .._errors import ToolArgsError
+
+            raise ToolArgsError(f"invalid arguments: {'; '.join(problems)}", problems)
+        if not args["description"].strip(_JS_WHITESPACE):
+            raise ValueError("invalid description: expected a non-empty string")
+        code_runtime = runtime._require_code_runtime(runtime._registry.mode_for(ctx.agent))
+        return await _run(runtime, code_runtime, args["code"], ctx)
+
+    return ToolDefinition(
+        name="run_code",
+        description=description,
+        parameters=parameters,
+        output=ToolOutput(schema=_OUTPUT_SCHEMA, render=_render),
+        execute=execute,
+        present_call=_present_call,
+    )
+
+
+async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: ToolRunContext) -> Any:
+    from ._driver import SubDispatchDriver
+
+    controller = AbortController()
+    dispose_follow = outer.signal.add_listener(lambda s: controller.abort(s.reason))
+    view = runtime._registry.view(outer.agent)
+    names = [n for n in view if n != "run_code"]
+    notes = _UnknownKeyNotes()
+    # A runtime that raises (a seam or backend bug) becomes an ordinary error result; it
+    # is re-raised outside the task group so it is not wrapped in an ExceptionGroup.
+    failure: Exception | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            driver = SubDispatchDriver(runtime, outer, controller.signal, tg)
+            tg.start_soon(driver.loop, name="run_code driver")
+            functions = {
+                name: notes.watch(name, view[name].parameters, driver.binding(name))
+                for name in names
+            }
+            request = CodeRunRequest(
+                program=program,
+                bindings=[Binding("tools", functions, ErrorClass("ToolCallError", "toolName"))],
+                signal=controller.signal,
+            )
+            try:
+                result = await code_runtime.run(request)
+            except Exception as exc:
+                failure = exc
+            finally:
+                controller.abort("run_code settled")
+                # Drain: abandon queued calls, await in-flight bodies, finish every
+                # ordered commit and pending log append, all inside this run.
+                with anyio.CancelScope(shield=True):
+                    await driver.drain()
+    finally:
+        dispose_follow()
+    if failure is not None:
+        raise failure
+    logs = [*result.logs, *notes.lines]
+    if result.error is not None:
+        message = f"code run failed ({result.error.kind}): {result.error.message}"
+        if logs:
+            message += "\nCaptured output:\n" + "\n".join(logs)
+        raise CodeRunFailedError(message, result.error.kind)
+    value: dict[str, Any] = {"logs": logs}
+    if result.has_value:
+        value["result"] = result.value
+    return value
+
+
+_MAX_KEY_CHARS = 64
+
+
+class _UnknownKeyNotes:
+    """One log line per (tool, key) for argument keys a tool's schema does not declare
+    but lets through, naming the closest declared key (``read ignored unknown key
+    "limt" (did you mean "limit"?)``): the call still runs with the key passed on, so
+    without this a typo silently falls back to a default."""
+
+    # The lines are added after the runtime metered the program's output, so a program
+    # sending thousands of distinct keys must not turn them into unmetered log volume.
+    MAX_LINES = 20
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._seen: set[tuple[str, str]] = set()
+        self._dropped = 0
+
+    @property
+    def lines(self) -> list[str]:
+        """The notes, in first-seen order, capped at ``MAX_LINES`` plus a summary line."""
+        if not self._dropped:
+            return list(self._lines)
+        return [*self._lines, f"... and {self._dropped} more unknown keys ignored"]
+
+    def watch(
+        self, name: str, parameters: Any, call: Callable[[Any], Awaitable[Any]]
+    ) -> Callable[[Any], Awaitable[Any]]:
+        """``call``, noting undeclared keys first; ``call`` itself when nothing can be."""
+        declared = _declared_keys(parameters)
+        if not declared:
+            return call
+
+        # A plain function returning the driver's coroutine: no extra coroutine frame
+        # per sub-call on the hot path.
+        def noting(args: Any = msgspec.UNSET) -> Awaitable[Any]:
+            if isinstance(args, dict):
+                for key in args:
+                    if key not in declared and isinstance(key, str):
+                        self._note(name, key, declared)
+            return call(args)
+
+        noting.__name__ = name
+        return noting
+
+    def _note(self, name: str, key: str, declared: frozenset[str]) -> None:
+        if (name, key) in self._seen:
+            return
+        self._seen.add((name, key))
+        if len(self._lines) >= self.MAX_LINES:
+            self._dropped += 1
+            return
+        # A key is program data: quote it as JSON (a newline in it must not split the
+        # line) and shorten it, so a huge key neither floods the logs nor makes difflib
+        # quadratic in its length.
+        shown = key if len(key) <= _MAX_KEY_CHARS else key[:_MAX_KEY_CHARS] + "…"
+        line = f"{name} ignored unknown key {json.dumps(shown, ensure_ascii=False)}"
+        if len(key) <= _MAX_KEY_CHARS:
+            close = difflib.get_close_matches(key, sorted(declared), n=1)
+            if close:
+                line += f' (did you mean "{close[0]}"?)'
+        self._lines.append(line)
+
+
+def _declared_keys(parameters: Any) -> frozenset[str]:
+    """Top-level keys an object schema declares, when it also lets others through
+    (no ``additionalProperties: false``, which rejects them, nor a schema for extras or
+    ``patternProperties``, which declare them in another way); else empty."""
+    if not isinstance(parameters, Mapping):
+        return frozenset()
+    properties = parameters.get("properties")
+    if not isinstance(properties, Mapping) or not properties:
+        return frozenset()
+    if parameters.get("additionalProperties", True) is not True:
+        return frozenset()
+    if "patternProperties" in parameters:
+        return frozenset()
+    return frozenset(properties)

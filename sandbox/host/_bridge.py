@@ -1,0 +1,315 @@
+"""The host side of one worker's bridge: capped frame reads, serialised frame writes.
+
+Everything that arrives is treated as hostile: payloads that are not a well-formed
+``call``/``log``/``done`` frame (bad JSON, unknown tag, wrong field types, a ``ready``
+after start-up) and frames over the cap are dropped and counted in ``dropped``.
+
+Reading is ``pump(on_frame)``: frames are handed to a synchronous callback
+``on_frame(frame, size)`` (``size``: the payload's bytes) in arrival order, as they are
+decoded. Values are decoded against ``max_depth`` (``decode_frame``): a value field
+nested deeper arrives as a ``TooDeep`` marker, never built. A *heavy* payload -- above
+``_INLINE_BYTES``, or nested past msgspec's reach -- is decoded, and its
+``args``/``value`` snapshotted (deep-frozen and sealed, so the engine's own snapshot and
+validation of it cost nothing), in a worker thread: a 60 MiB or 10,000-deep frame of
+program data costs the event loop only the hand-off, and reading pauses meanwhile so
+frames stay in order. At most ``_FRAMES_PER_SLICE`` frames are handed on per loop
+iteration, so a storm of small calls cannot hold the loop either. On asyncio the socket
+stays registered with the loop while frames flow (one readiness callback per burst
+instead of a register/unregister pair per read); other backends use
+``anyio.wait_readable``. Either way a burst is cut into slices so a
+flooding worker cannot starve the supervisor's watchdog. Writes try the socket
+directly when no other write is in progress and fall back to a lock otherwise, so a
+frame is never interleaved with another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import msgspec
+from codemode.engine.json import LosslessJsonError, snapshot
+
+from ..worker._frames import (
+    CallFrame,
+    DoneFrame,
+    LogFrame,
+    NeedsDeepDecode,
+    ReadyFrame,
+    decode_frame,
+    decode_host_frame_sliced_raw,
+    encode_frame,
+)
+from ._pool import Worker
+
+__all__ = ["HostBridge", "HostFrame"]
+
+HostFrame = CallFrame | LogFrame | DoneFrame
+
+_RECV = 256 * 1024
+_SLICE = 16  # reads per readiness callback / between checkpoints
+# Payloads above this are decoded off the event loop. The worst case on the loop is the
+# iterative fallback of a deep payload, ~1 µs per byte-sized token: 64 KiB stays far
+# below the 100 ms a stall may cost; frames this large are rare enough that the thread
+# hand-off (~0.1 ms) does not show in ordinary runs.
+_INLINE_BYTES = 64 * 1024
+# Frames handed on per loop iteration: each call frame starts a task, and a storm of
+# thousands started in one iteration would run in one iteration too.
+_FRAMES_PER_SLICE = 128
+# _drain outcomes.
+_WAIT = 0  # nothing more readable now
+_HEAVY = 1  # the backlog's head is a payload to decode off the loop
+_EOF = 2  # the worker closed its end and the backlog is empty
+_MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
+
+
+def _is_compact(raw: bytes) -> bool:
+    """Whether ``raw`` starts and ends like compact JSON (what both guests send): only then
+    are its length and hash those of the value's compact encoding. A hostile guest
+    padding with whitespace elsewhere only mislabels its own arguments' digest."""
+    return bool(raw) and raw[:1] not in b" \t\n\r" and raw[-1:] not in b" \t\n\r"
+
+
+class HostBridge:
+    """Frames to and from one worker (see module docstring)."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        frame_bytes: int,
+        spawn: Callable[..., Any],
+        *,
+        max_depth: int | None = None,
+    ) -> None:
+        self._worker = worker
+        self._frame_bytes = frame_bytes
+        self._spawn = spawn
+        self._max_depth = max_depth
+        self._backlog: deque[bytes] = deque()
+        self._budget = 0
+        self._eof = False
+        self._decoder = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | ReadyFrame)
+        self._outbox: list[bytes] = []
+        self._tail = bytearray()
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend (trio): write at once
+            self._loop = None
+        self._decode_failures = 0
+        self.broken = False
+
+    @property
+    def dropped(self) -> int:
+        """Frames dropped so far (malformed, unexpected or oversized)."""
+        return self._decode_failures + self._worker.buffer.oversized
+
+    def count_drop(self) -> None:
+        """Count a frame the supervisor rejected after decoding (duplicate id, ...)."""
+        self._decode_failures += 1
+
+    def send(self, frame: msgspec.Struct) -> bool:
+        """Queue one frame for the worker; False if it exceeds the frame cap.
+
+        Raises ``NestingError`` when a value nests deeper than ``max_depth``.
+
+        Frames queued in one event-loop iteration leave in one write at the start of
+        the next (100 binding results settling together cost one syscall and one
+        worker wake-up). Bytes the socket does not take at once wait in ``_tail`` for
+        a writer task; frames are never reordered or interleaved.
+        """
+        data = encode_frame(frame, max_depth=self._max_depth)
+        if len(data) - 4 > self._frame_bytes:
+            return False
+        if self.broken:
+            return True
+        self._outbox.append(data)
+        if len(self._outbox) == 1:
+            if self._loop is not None:
+                self._loop.call_soon(self._flush)
+            else:
+                self._flush()
+        return True
+
+    def _flush(self) -> None:
+        if not self._outbox:
+            return
+        data = b"".join(self._outbox)
+        self._outbox.clear()
+        if self._tail:
+            self._tail += data
+            return
+        try:
+            sent = self._worker.sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.broken = True
+            return
+        if sent < len(data):
+            self._tail = bytearray(data[sent:])
+            self._spawn(self._write_tail)
+
+    async def _write_tail(self) -> None:
+        sock = self._worker.sock
+        while self._tail and not self.broken:
+            await anyio.wait_writable(sock)
+            try:
+                sent = sock.send(self._tail)
+            except BlockingIOError:
+                continue
+            except OSError:
+                self.broken = True
+                return
+            del self._tail[:sent]
+
+    def _decode(self, payload: bytes, *, deep: bool = True) -> HostFrame | None:
+        """The frame, or None for a payload to drop (the caller counts it).
+
+        ``deep=False`` raises ``NeedsDeepDecode`` for a payload past msgspec's reach.
+        """
+        try:
+            frame: HostFrame | ReadyFrame = decode_frame(
+                self._decoder, payload, max_depth=self._max_depth, deep=deep
+            )
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        if isinstance(frame, ReadyFrame):
+            return None
+        return frame
+
+    def _decode_sealed(self, payload: bytes) -> HostFrame | None:
+        """``_decode`` plus a deep-frozen snapshot of the value (run in a worker thread).
+
+        A big payload is decoded in slices (``decode_host_frame_sliced``): msgspec holds
+        the GIL for a whole call, so one call on 10 MB would stall the event loop as
+        surely as decoding it there.
+        """
+        raw: bytes | None = None
+        if len(payload) > _INLINE_BYTES:
+            try:
+                sliced, raw = decode_host_frame_sliced_raw(payload, max_depth=self._max_depth)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None
+            frame = None if isinstance(sliced, ReadyFrame) else sliced
+        else:
+            frame = self._decode(payload)
+        if isinstance(frame, CallFrame) and isinstance(frame.args, (dict, list)):
+            try:
+                args = snapshot(frame.args)
+            except LosslessJsonError:
+                return frame  # the engine refuses it with its own message
+            if raw is not None and _is_compact(raw):
+                # The session log's retention bound needs the size and sha256 of these
+                # bytes; hashing here (GIL released) spares the loop an encode and a hash.
+                args._digest = (len(raw), hashlib.sha256(raw).hexdigest(), raw[:4096])
+            frame = msgspec.structs.replace(frame, args=args)
+        elif isinstance(frame, DoneFrame) and isinstance(frame.value, (dict, list)):
+            try:
+                frame = msgspec.structs.replace(frame, value=snapshot(frame.value))
+            except LosslessJsonError:
+                pass  # the supervisor refuses it as invalid output
+        return frame
+
+    def _process(self, on_frame: Callable[[HostFrame, int], None]) -> int:
+        """Deliver the backlog's light payloads: ``_WAIT`` when it is empty, ``_HEAVY``
+        when stopped at a heavy one, ``_MORE`` when this slice's budget is spent."""
+        backlog = self._backlog
+        while backlog:
+            if self._budget <= 0:
+                return _MORE
+            payload = backlog[0]
+            if len(payload) > _INLINE_BYTES:
+                return _HEAVY
+            try:
+                frame = self._decode(payload, deep=False)
+            except NeedsDeepDecode:
+                return _HEAVY
+            backlog.popleft()
+            self._budget -= 1
+            if frame is None:
+                self._decode_failures += 1
+            else:
+                on_frame(frame, len(payload))
+        return _WAIT
+
+    def _drain(self, on_frame: Callable[[HostFrame, int], None]) -> int:
+        """Read and deliver up to one slice of data (see ``_WAIT``, ``_HEAVY``, ...)."""
+        self._budget = _FRAMES_PER_SLICE
+        status = self._process(on_frame)
+        if status != _WAIT:
+            return status
+        if self._eof:
+            return _EOF
+        sock = self._worker.sock
+        buffer = self._worker.buffer
+        for _ in range(_SLICE):
+            try:
+                data = sock.recv(_RECV)
+            except (BlockingIOError, InterruptedError):
+                return _WAIT
+            except OSError:
+                data = b""
+            if not data:
+                self._eof = True
+                return _EOF
+            self._backlog.extend(buffer.feed(data))
+            status = self._process(on_frame)
+            if status != _WAIT:
+                return status
+        return _WAIT
+
+    async def _deliver_heavy(self, on_frame: Callable[[HostFrame, int], None]) -> None:
+        payload = self._backlog.popleft()
+        # abandon_on_cancel: a run settled meanwhile does not wait for the decode.
+        frame = await anyio.to_thread.run_sync(self._decode_sealed, payload, abandon_on_cancel=True)
+        if frame is None:
+            self._decode_failures += 1
+        else:
+            on_frame(frame, len(payload))
+
+    async def pump(self, on_frame: Callable[[HostFrame, int], None]) -> None:
+        """Hand every well-formed frame to ``on_frame``; return when the worker hangs up."""
+        sock = self._worker.sock
+        while True:
+            status = self._drain(on_frame)
+            if status == _WAIT:
+                if self._loop is None:
+                    await anyio.wait_readable(sock)
+                    continue
+                status = await self._wait_asyncio(self._loop, on_frame)
+            if status == _HEAVY:
+                await self._deliver_heavy(on_frame)
+            elif status == _MORE:
+                await anyio.lowlevel.checkpoint()
+            elif status == _EOF:
+                return
+
+    async def _wait_asyncio(
+        self, loop: asyncio.AbstractEventLoop, on_frame: Callable[[HostFrame, int], None]
+    ) -> int:
+        """Keep the socket registered and drain from its readiness callback until the
+        pump task is needed (a heavy payload, a spent budget, the end of the stream): one
+        callback per burst instead of a task switch per read."""
+        fd = self._worker.sock.fileno()
+        stopped = anyio.Event()
+        outcome = [_WAIT]
+
+        def readable() -> None:
+            status = self._drain(on_frame)
+            if status != _WAIT:
+                loop.remove_reader(fd)
+                outcome[0] = status
+                stopped.set()
+
+        loop.add_reader(fd, readable)
+        try:
+            await stopped.wait()
+        finally:
+            loop.remove_reader(fd)
+        return outcome[0]

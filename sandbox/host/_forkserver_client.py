@@ -1,0 +1,301 @@
+"""The host side of the fork-server control channel (see ``_forkserver``).
+
+``ForkServerClient.start`` spawns the server (``anyio.open_process``, empty environment,
+the control socket passed as an inherited fd) and waits for ``hello``; ``fork`` asks for a
+worker and returns its pid and the host end of its bridge socket; a reader task routes
+``exited`` reports to per-pid ``ExitBox`` es, which are created when ``forked`` is read so
+that no report can arrive for a pid nobody is watching.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import msgspec
+
+from ..worker._boundary import BoundarySpec
+from ..worker._forkserver import Exited, Forked, ForkFailed, ForkRequest, Hello, ServerConfig
+from ..worker._frames import FrameBuffer, encode_frame
+
+__all__ = ["ExitBox", "ForkServerClient", "ForkServerError"]
+
+_log = logging.getLogger("sandbox")
+
+_START_TIMEOUT = 60.0
+_STOP_TIMEOUT = 10.0
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sandbox/
+
+# The server imports ``codemode.sandbox`` through bare package stubs, so the host-only
+# modules of the packages' ``__init__`` (anyio, engine) never load into the fork server or
+# workers.
+_BOOT = (
+    "import sys, types\n"
+    "root = types.ModuleType('codemode')\n"
+    "root.__path__ = []\n"
+    "pkg = types.ModuleType('codemode.sandbox')\n"
+    "pkg.__path__ = [sys.argv[1]]\n"
+    "sys.modules['codemode'] = root\n"
+    "sys.modules['codemode.sandbox'] = pkg\n"
+    "from codemode.sandbox.worker._forkserver import main\n"
+    "main(sys.argv[2])\n"
+)
+
+
+class ForkServerError(RuntimeError):
+    """The fork server failed to start, died, or refused a fork."""
+
+
+class ExitBox:
+    """Where the exit report of one worker lands."""
+
+    __slots__ = ("_event", "maxrss_kb", "status")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self.status: int | None = None
+        self.maxrss_kb = 0
+
+    @property
+    def exited(self) -> bool:
+        """True once the worker has been reaped."""
+        return self.status is not None
+
+    def set(self, status: int, maxrss_kb: int) -> None:
+        """Record the report (first one wins)."""
+        if self.status is None:
+            self.status = status
+            self.maxrss_kb = maxrss_kb
+            self._event.set()
+
+    async def wait(self, seconds: float) -> int | None:
+        """The raw wait status, or ``None`` if no report arrived within ``seconds``."""
+        with anyio.move_on_after(seconds):
+            await self._event.wait()
+        return self.status
+
+
+class _Pending:
+    __slots__ = ("event", "message", "pid")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.pid: int | None = None
+        self.message = ""
+
+
+class ForkServerClient:
+    """One fork-server process and its control socket."""
+
+    def __init__(
+        self,
+        *,
+        guests: dict[str, str],
+        preload: list[str],
+        warm_options: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self._guests = dict(guests)
+        self._preload = list(preload)
+        self._warm_options = dict(warm_options or {})
+        self._sock: socket.socket | None = None
+        self._process: anyio.abc.Process | None = None
+        self._buffer = FrameBuffer(1 << 20)
+        self._decoder = msgspec.json.Decoder(Hello | Forked | ForkFailed | Exited)
+        self._lock = anyio.Lock()
+        self._seq = 0
+        self._pending: dict[int, _Pending] = {}
+        self.exits: dict[int, ExitBox] = {}
+        self.alive = False
+        self.pid = 0
+        self.notes: list[str] = []
+        self.on_dead: Callable[[], None] | None = None
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Spawn the server, wait for ``hello`` and start the reader in ``task_group``."""
+        host, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        host.setblocking(False)
+        self._sock = host
+        config = ServerConfig(
+            ctrl_fd=server.fileno(),
+            guests=self._guests,
+            preload=self._preload,
+            warm_options=self._warm_options,
+        )
+        command = [
+            sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOT,
+            _PACKAGE_DIR, msgspec.json.encode(config).decode(),
+        ]  # fmt: skip
+        try:
+            self._process = await anyio.open_process(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None,
+                env={},
+                pass_fds=[server.fileno()],
+                # A terminal's Ctrl-C goes to its whole foreground process group; the
+                # server must not get it (it would die with a traceback mid-teardown).
+                # The host stops it by closing the control socket; its parent-death
+                # signal covers a host that dies without doing so.
+                start_new_session=True,
+            )
+        finally:
+            server.close()
+        try:
+            with anyio.move_on_after(_START_TIMEOUT):
+                while True:
+                    frames = await self._read()
+                    if frames is None:
+                        break
+                    hello = next((f for f in frames if isinstance(f, Hello)), None)
+                    if hello is not None:
+                        self.pid, self.notes, self.alive = hello.pid, hello.notes, True
+                        break
+        except BaseException:
+            # Cancelled while the server boots (Ctrl-C right after start): stop it now
+            # rather than leave it to the parent-death signal.
+            await self.aclose()
+            raise
+        if not self.alive:
+            await self.aclose()
+            raise ForkServerError("sandbox fork server failed to start")
+        task_group.start_soon(self._reader)
+
+    async def fork(self, boundary: BoundarySpec, max_frame_bytes: int) -> tuple[int, socket.socket]:
+        """Fork a worker; return its pid and the host end of its bridge socket."""
+        if not self.alive or self._sock is None:
+            raise ForkServerError("sandbox fork server is not running")
+        host, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._seq += 1
+        seq = self._seq
+        pending = self._pending[seq] = _Pending()
+        try:
+            frame = ForkRequest(seq=seq, boundary=boundary, max_frame_bytes=max_frame_bytes)
+            await self._send(encode_frame(frame), worker.fileno())
+            worker.close()
+            await pending.event.wait()
+        except BaseException:
+            host.close()
+            raise
+        finally:
+            worker.close()
+            self._pending.pop(seq, None)
+        if pending.pid is None:
+            host.close()
+            raise ForkServerError(pending.message or "sandbox fork server died")
+        host.setblocking(False)
+        return pending.pid, host
+
+    async def _send(self, data: bytes, fd: int) -> None:
+        assert self._sock is not None
+        sock = self._sock
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+        async with self._lock:
+            view = memoryview(data)
+            first = True
+            while view:
+                try:
+                    if first:
+                        sent = sock.sendmsg([view], rights)
+                        first = False
+                    else:
+                        sent = sock.send(view)
+                except BlockingIOError:
+                    await anyio.wait_writable(sock)
+                    continue
+                except OSError as exc:
+                    raise ForkServerError(f"sandbox fork server unreachable: {exc}") from exc
+                view = view[sent:]
+
+    async def _read(self) -> list[Hello | Forked | ForkFailed | Exited] | None:
+        while True:
+            sock = self._sock
+            if sock is None:
+                return None
+            try:
+                data = sock.recv(65536)
+            except BlockingIOError:
+                try:
+                    await anyio.wait_readable(sock)
+                except anyio.ClosedResourceError:
+                    return None
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                return None
+            frames = []
+            for payload in self._buffer.feed(data):
+                try:
+                    frames.append(self._decoder.decode(payload))
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    _log.warning("sandbox: dropped a malformed fork-server frame")
+            return frames
+
+    async def _reader(self) -> None:
+        try:
+            while True:
+                frames = await self._read()
+                if frames is None:
+                    return
+                for frame in frames:
+                    self._route(frame)
+        finally:
+            self._mark_dead()
+
+    def _route(self, frame: Hello | Forked | ForkFailed | Exited) -> None:
+        if isinstance(frame, Forked):
+            self.exits[frame.pid] = ExitBox()
+            pending = self._pending.get(frame.seq)
+            if pending is not None:
+                pending.pid = frame.pid
+                pending.event.set()
+        elif isinstance(frame, ForkFailed):
+            pending = self._pending.get(frame.seq)
+            if pending is not None:
+                pending.message = frame.message
+                pending.event.set()
+        elif isinstance(frame, Exited):
+            box = self.exits.pop(frame.pid, None)
+            if box is not None:
+                box.set(frame.status, frame.maxrss_kb)
+
+    def _mark_dead(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        for pending in self._pending.values():
+            pending.message = "sandbox fork server died"
+            pending.event.set()
+        # Workers die with the server (parent-death signal); nobody will report them.
+        for box in self.exits.values():
+            box.set(-1, 0)
+        self.exits.clear()
+        if self.on_dead is not None:
+            self.on_dead()
+
+    async def aclose(self) -> None:
+        """Close the control socket and wait for the server (it kills its workers)."""
+        self._mark_dead()
+        if self._sock is not None:
+            sock, self._sock = self._sock, None
+            anyio.notify_closing(sock)
+            sock.close()
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_STOP_TIMEOUT):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+            await process.aclose()

@@ -1,0 +1,280 @@
+"""The worker pool: warm, clean workers ready to be checked out, one run each.
+
+``WorkerPool`` is an async context manager owning a task group with two long-lived
+tasks: the fork-server reader and the refill loop, which keeps ``size`` workers forked,
+locked down and ``ready``. ``checkout`` hands out a live idle worker (or forks one on the
+spot when none is ready) and wakes the refill loop. A checked-out worker is never
+returned: the supervisor kills it after its run. If the fork server dies, the pool starts
+a new one on the next demand; closing the pool kills idle workers and stops the server,
+which kills and reaps any worker still alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import socket
+from collections import deque
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from ..worker._boundary import BoundarySpec
+from ..worker._frames import FrameBuffer, ReadyFrame
+from ._forkserver_client import ExitBox, ForkServerClient, ForkServerError
+
+__all__ = ["PoolStats", "Worker", "WorkerPool"]
+
+_log = logging.getLogger("sandbox")
+
+_READY_TIMEOUT = 30.0
+_REFILL_BACKOFF = 0.5
+
+
+class PoolStats(msgspec.Struct, kw_only=True):
+    """Counters of one pool (mutable, for tests and benchmarks)."""
+
+    workers_started: int = 0
+    warm_checkouts: int = 0
+    cold_checkouts: int = 0
+    dead_discarded: int = 0
+    server_starts: int = 0
+
+
+class Worker:
+    """A forked worker: pid, the host end of its bridge, and its exit report."""
+
+    __slots__ = ("buffer", "exit", "notes", "pid", "pidfd", "sock")
+
+    def __init__(self, pid: int, sock: socket.socket, exit_box: ExitBox, frame_bytes: int):
+        self.pid = pid
+        self.sock = sock
+        self.exit = exit_box
+        self.buffer = FrameBuffer(frame_bytes)
+        self.notes: list[str] = []
+        self.pidfd: int | None = None
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            self.pidfd = None
+
+    def alive(self) -> bool:
+        """True until the worker has exited."""
+        if self.exit.exited:
+            return False
+        if self.pidfd is not None:
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            return not poller.poll(0)
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its process group (idempotent, never raises)."""
+        if self.exit.exited:
+            return
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            if not self.alive():
+                return
+        # The worker leads its own process group (setsid); while it has not been reaped
+        # the group id cannot be reused.
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+                return
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        """Release the host-side descriptors."""
+        self.sock.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+class WorkerPool:
+    """Keeps ``size`` warm workers; see module docstring."""
+
+    def __init__(
+        self,
+        *,
+        size: int,
+        boundary: BoundarySpec,
+        frame_bytes: int,
+        guests: dict[str, str],
+        preload: list[str],
+        warm_options: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self._size = size
+        self._warm_options = warm_options
+        self._boundary = boundary
+        self._frame_bytes = frame_bytes
+        self._guests = guests
+        self._preload = preload
+        self._idle: deque[Worker] = deque()
+        self._spawning = 0
+        self._want = anyio.Event()
+        self._server: ForkServerClient | None = None
+        self._server_lock = anyio.Lock()
+        self._stack: AsyncExitStack | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._logged_notes: set[str] = set()
+        self.stats = PoolStats()
+
+    async def __aenter__(self) -> WorkerPool:
+        stack = AsyncExitStack()
+        self._tg = await stack.enter_async_context(anyio.create_task_group())
+        self._stack = stack
+        try:
+            await self._ensure_server()
+        except BaseException:
+            self._tg.cancel_scope.cancel()
+            await stack.aclose()
+            raise
+        self._tg.start_soon(self._refill_loop)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Kill idle workers, stop the fork server, end the background tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        while self._idle:
+            worker = self._idle.popleft()
+            worker.kill()
+            worker.close()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            if self._server is not None:
+                await self._server.aclose()
+        if self._stack is not None:
+            # The task group is already cancelled, so this returns promptly; it must not
+            # run inside the shield scope above (cancel scopes nest strictly).
+            await self._stack.aclose()
+
+    @property
+    def server_pid(self) -> int:
+        """Pid of the current fork server (0 when none is running)."""
+        return self._server.pid if self._server is not None and self._server.alive else 0
+
+    async def checkout(self) -> Worker:
+        """A live, warm worker that nobody else will use."""
+        if self._closed:
+            raise RuntimeError("worker pool is closed")
+        while self._idle:
+            worker = self._idle.popleft()
+            self._want.set()
+            if worker.alive():
+                self.stats.warm_checkouts += 1
+                return worker
+            self.stats.dead_discarded += 1
+            worker.close()
+        self._want.set()
+        self.stats.cold_checkouts += 1
+        return await self._spawn()
+
+    async def _ensure_server(self) -> ForkServerClient:
+        async with self._server_lock:
+            server = self._server
+            if server is not None and server.alive:
+                return server
+            if server is not None:
+                await server.aclose()
+            assert self._tg is not None
+            server = ForkServerClient(
+                guests=self._guests, preload=self._preload, warm_options=self._warm_options
+            )
+            server.on_dead = lambda: self._want.set()
+            await server.start(self._tg)
+            self._server = server
+            self.stats.server_starts += 1
+            for note in server.notes:
+                self._note(note)
+            return server
+
+    async def _spawn(self) -> Worker:
+        server = await self._ensure_server()
+        pid, sock = await server.fork(self._boundary, self._frame_bytes)
+        box = server.exits.get(pid) or ExitBox()
+        worker = Worker(pid, sock, box, self._frame_bytes)
+        try:
+            with anyio.fail_after(_READY_TIMEOUT):
+                ready = await self._read_ready(worker)
+        except BaseException:
+            worker.kill()
+            worker.close()
+            raise
+        worker.notes = ready.notes
+        for note in ready.notes:
+            self._note(note)
+        self.stats.workers_started += 1
+        return worker
+
+    async def _read_ready(self, worker: Worker) -> ReadyFrame:
+        decoder = msgspec.json.Decoder(ReadyFrame)
+        while True:
+            try:
+                data = worker.sock.recv(65536)
+            except BlockingIOError:
+                await anyio.wait_readable(worker.sock)
+                continue
+            if not data:
+                raise ForkServerError("sandbox worker exited during start-up")
+            # Nothing but ``ready`` can precede the ``run`` frame, so exactly one frame
+            # is expected here; anything else is a broken worker.
+            for payload in worker.buffer.feed(data):
+                try:
+                    return decoder.decode(payload)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise ForkServerError("sandbox worker sent a bad ready frame") from exc
+
+    async def _refill_loop(self) -> None:
+        while not self._closed:
+            while len(self._idle) + self._spawning < self._size and not self._closed:
+                self._spawning += 1
+                try:
+                    worker = await self._spawn()
+                except (ForkServerError, OSError, TimeoutError) as exc:
+                    _log.warning("sandbox: could not start a worker: %s", exc)
+                    await anyio.sleep(_REFILL_BACKOFF)
+                    continue
+                finally:
+                    self._spawning -= 1
+                if self._closed:
+                    worker.kill()
+                    worker.close()
+                    return
+                self._idle.append(worker)
+            await self._want.wait()
+            self._want = anyio.Event()
+            if self._server is not None and not self._server.alive:
+                # Workers die with their server; drop the stale ones.
+                while self._idle:
+                    stale = self._idle.popleft()
+                    stale.close()
+                    self.stats.dead_discarded += 1
+
+    def _note(self, note: str) -> None:
+        if note not in self._logged_notes:
+            self._logged_notes.add(note)
+            _log.warning("sandbox boundary degraded: %s", note)

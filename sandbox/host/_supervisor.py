@@ -1,0 +1,425 @@
+"""One run on one worker: the supervisor session.
+
+``Session.run`` owns a task group for the whole run: it checks a worker out of the pool,
+sends ``run``, reads frames (logs into the ledger, calls relayed to binding functions,
+``done``), and watches the budgets. The first terminal event *settles* the session and
+wins; settling kills the worker at once (so no limit can be caught or outlived by the
+program) and cancels the task group, which also cancels binding calls still in flight.
+
+Terminal events and their results:
+
+- ``done`` from the guest: value, ``exception``, ``invalid-output``, ``memory``, or
+  ``timeout`` (only from a guest that meters its own compute, i.e. one run with
+  ``compute_grace_s``; reported with our message);
+- compute budget (worker CPU time from ``/proc/<pid>/schedstat``, polled every 25 ms):
+  ``timeout`` -- ``compute budget exhausted (<computeMs>ms busy)``. A guest that meters
+  its own compute gets ``compute_grace_s`` on top, so that its clean stop (which ships
+  the logs of the slice it interrupts) normally comes first and the kill is a backstop;
+- wall clock: ``timeout`` -- ``wall-clock ceiling reached (<maxWallMs>ms)``;
+- log ledger overflow, or a value/diagnostic that does not fit: ``output-limit``;
+- more calls than ``max_sub_calls``: ``sub-call-limit`` -- ``sub-call limit reached (<n>
+  calls per run)``;
+- call arguments of more JSON bytes in all than ``max_call_bytes``: ``call-bytes-limit``
+  -- ``call-bytes limit reached (<n> argument bytes per run)``; the call that crosses the
+  budget is not dispatched (the bytes are the call frame's, less its envelope: what the
+  guest sent, so whitespace or unknown keys can only count against it);
+- a completion value nested deeper than ``max_nesting_depth``: ``invalid-output`` --
+  ``program completion nests deeper than <n> levels``;
+- the abort signal: ``abort`` -- ``str(reason)``; runtime disposal: ``runtime disposed``;
+- the bridge closing before ``done``: ``worker-exit`` -- ``worker exited with code <n>
+  before completing`` (``timeout`` when the kernel's CPU rlimit fired, ``memory`` when the
+  worker died near its memory limit).
+
+Not terminal: a call whose arguments nest deeper than ``max_nesting_depth`` fails alone
+with ``INVALID_ARGS`` (``arguments nest deeper than 10,000 levels``) before it reaches a
+binding (the bridge never built the value); a binding result nested deeper fails its call
+(``binding result nests deeper than ...``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import deque
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+from codemode.engine import (
+    AbortSignal,
+    BindingCallError,
+    CodeRunError,
+    CodeRunRequest,
+    CodeRunResult,
+)
+from codemode.engine.json import is_lossless
+
+from .._limits import Limits
+from ..worker._frames import (
+    BindingSpec,
+    CallFrame,
+    DoneFrame,
+    ErrorClassSpec,
+    LogFrame,
+    NestingError,
+    ResultFrame,
+    RunFrame,
+    TooDeep,
+    encode_payload,
+    json_string_length,
+    sanitize_text,
+)
+from ._bridge import HostBridge, HostFrame
+from ._forkserver_client import ForkServerError
+from ._ledger import OutputLedger, json_value_length
+from ._pool import Worker, WorkerPool
+
+__all__ = ["Session", "reason_text"]
+
+_POLL_S = 0.025
+_EXIT_REPORT_TIMEOUT = 2.0
+_GUEST_ERROR_KINDS = frozenset(
+    {"exception", "invalid-output", "memory", "worker-exit", "syntax", "forbidden", "recursion"}
+)
+_MAX_ID = 2**53
+# Calls relayed at once. Beyond this they wait in a queue instead of each holding a task:
+# a storm of 10,000 calls would otherwise be 10,000 tasks, all woken in one event-loop
+# iteration when the run settles (a stall of hundreds of ms), and every full garbage
+# collection walks them all. Far above any sensible parallel-call cap (the engine's
+# default is 10), so no program sees fewer concurrent calls than it asks for in practice.
+_MAX_RELAYS = 512
+_NO_REASON = "This operation was aborted"
+
+
+def reason_text(reason: Any) -> str:
+    """``String(reason)`` as the reference renders an abort reason."""
+    if isinstance(reason, BaseException):
+        return str(reason) or type(reason).__name__
+    if reason is None:
+        return _NO_REASON
+    return str(reason)
+
+
+def _ms(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+class _Outcome(msgspec.Struct):
+    kind: str  # "ok" or an ErrorKind
+    message: str = ""
+    value: Any = msgspec.UNSET
+
+
+class Session:
+    """Runs one ``CodeRunRequest`` on one worker; see module docstring."""
+
+    def __init__(
+        self,
+        request: CodeRunRequest,
+        limits: Limits,
+        *,
+        guest: str,
+        options: dict[str, Any] | None = None,
+        compute_grace_s: float = 0.0,
+    ) -> None:
+        self.request = request
+        self.compute_grace_s = compute_grace_s
+        self.limits = limits
+        self.guest = guest
+        self.options = options or {}
+        self.ledger = OutputLedger(limits.max_output_bytes)
+        self.worker: Worker | None = None
+        self.bridge: HostBridge | None = None
+        self.calls = 0
+        self.call_bytes = 0
+        self.dropped = 0
+        self._seen_ids: set[int] = set()
+        self._queued: deque[CallFrame] = deque()
+        self._relays = 0
+        self._outcome: _Outcome | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._functions = {b.global_name: b.functions for b in request.bindings}
+
+    @property
+    def settled(self) -> bool:
+        """True once the run's outcome is decided."""
+        return self._outcome is not None
+
+    def settle(self, kind: str, message: str = "", value: Any = msgspec.UNSET) -> None:
+        """Decide the outcome (first call wins), kill the worker, stop the run."""
+        if self._outcome is not None:
+            return
+        self._outcome = _Outcome(kind, message, value)
+        if self.worker is not None:
+            self.worker.kill()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def dispose(self) -> None:
+        """Abort the run because the runtime is shutting down."""
+        self.settle("abort", "runtime disposed")
+
+    async def run(self, pool: WorkerPool) -> CodeRunResult:
+        """Run the request to completion and return its result."""
+        signal_: AbortSignal = self.request.signal
+        dispose = signal_.add_listener(lambda s: self.settle("abort", reason_text(s.reason)))
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                self._scope = tg.cancel_scope
+                if self._outcome is None:
+                    tg.start_soon(self._drive, pool)
+        finally:
+            dispose()
+            if self.worker is not None:
+                self.worker.kill()
+                self.worker.close()
+            if self.bridge is not None:
+                self.dropped = self.bridge.dropped
+        return self._result()
+
+    async def _drive(self, pool: WorkerPool) -> None:
+        try:
+            worker = await pool.checkout()
+        except (ForkServerError, OSError, TimeoutError) as exc:
+            self.settle("worker-exit", f"worker could not be started: {exc}")
+            return
+        except RuntimeError:  # the pool closed under us: the runtime is being disposed
+            self.settle("abort", "runtime disposed")
+            return
+        self.worker = worker
+        if self._outcome is not None:
+            worker.kill()
+            return
+        assert self._tg is not None
+        self.bridge = bridge = HostBridge(
+            worker,
+            self.limits.frame_bytes,
+            self._tg.start_soon,
+            max_depth=self.limits.max_nesting_depth,
+        )
+        baseline = _cpu_ns(worker.pid)
+        self._tg.start_soon(self._watchdog, worker.pid, baseline or 0)
+        self._tg.start_soon(self._read, bridge)
+        frame = RunFrame(
+            guest=self.guest,
+            program=self.request.program,
+            bindings=[
+                BindingSpec(
+                    global_name=b.global_name,
+                    names=sorted(b.functions),
+                    error_class=(
+                        ErrorClassSpec(b.error_class.name, b.error_class.member_name_property)
+                        if b.error_class is not None
+                        else None
+                    ),
+                )
+                for b in self.request.bindings
+            ],
+            max_output_bytes=self.limits.max_output_bytes,
+            max_frame_bytes=self.limits.frame_bytes,
+            max_sub_calls=self.limits.max_sub_calls,
+            options=self.options,
+        )
+        if not bridge.send(frame):
+            self.settle("exception", "program is too large for the bridge")
+
+    async def _watchdog(self, pid: int, baseline: int) -> None:
+        budget_ns = self.limits.compute_ms * 1e6 + self.compute_grace_s * 1e9
+        deadline = time.monotonic() + self.limits.max_wall_ms / 1000
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.settle(
+                    "timeout", f"wall-clock ceiling reached ({_ms(self.limits.max_wall_ms)}ms)"
+                )
+                return
+            await anyio.sleep(min(_POLL_S, remaining))
+            used = _cpu_ns(pid)
+            if used is not None and used - baseline > budget_ns:
+                self.settle("timeout", self._compute_message())
+                return
+
+    def _compute_message(self) -> str:
+        return f"compute budget exhausted ({_ms(self.limits.compute_ms)}ms busy)"
+
+    async def _read(self, bridge: HostBridge) -> None:
+        def on_frame(frame: HostFrame, size: int) -> None:
+            if self._outcome is not None:
+                return  # settled: the rest of the stream is moot
+            if isinstance(frame, LogFrame):
+                if not self.ledger.add_log(frame.text):
+                    self.settle("output-limit", self.ledger.message)
+            elif isinstance(frame, CallFrame):
+                self._on_call(bridge, frame, size)
+            else:
+                self._on_done(bridge, frame)
+
+        await bridge.pump(on_frame)
+        if self._outcome is None:
+            await self._on_eof()
+
+    def _on_call(self, bridge: HostBridge, frame: CallFrame, size: int) -> None:
+        if not 0 <= frame.id < _MAX_ID or frame.id in self._seen_ids:
+            bridge.count_drop()
+            return
+        self._seen_ids.add(frame.id)
+        self.calls += 1
+        limits = self.limits
+        if self.calls > limits.max_sub_calls:
+            self.settle(
+                "sub-call-limit", f"sub-call limit reached ({limits.max_sub_calls} calls per run)"
+            )
+            return
+        self.call_bytes += _args_bytes(frame, size)
+        if self.call_bytes > limits.max_call_bytes:
+            self.settle(
+                "call-bytes-limit",
+                f"call-bytes limit reached ({limits.max_call_bytes} argument bytes per run)",
+            )
+            return
+        if isinstance(frame.args, TooDeep):
+            # Refused before any work: the bridge skipped the value instead of building it.
+            message = f"arguments nest deeper than {frame.args.limit:,} levels"
+            bridge.send(ResultFrame(id=frame.id, ok=False, message=message, code="INVALID_ARGS"))
+            return
+        self._queued.append(frame)
+        if self._relays < _MAX_RELAYS:
+            self._relays += 1
+            assert self._tg is not None
+            self._tg.start_soon(self._relay_queued, bridge)
+
+    async def _relay_queued(self, bridge: HostBridge) -> None:
+        """Relay queued calls until none is left (one of at most ``_MAX_RELAYS`` tasks)."""
+        try:
+            while self._queued and self._outcome is None:
+                await self._relay(bridge, self._queued.popleft())
+        finally:
+            self._relays -= 1
+
+    async def _relay(self, bridge: HostBridge, frame: CallFrame) -> None:
+        functions = self._functions.get(frame.global_name)
+        fn = functions.get(frame.name) if functions is not None else None
+        reply: ResultFrame
+        if fn is None:
+            message = f'unknown binding "{frame.global_name}.{frame.name}"'
+            reply = ResultFrame(id=frame.id, ok=False, message=message)
+        else:
+            try:
+                value = await fn(frame.args)
+            except BindingCallError as exc:
+                reply = ResultFrame(id=frame.id, ok=False, message=exc.message, code=exc.code)
+            except Exception as exc:
+                # A binding function may only raise BindingCallError; anything else is a
+                # host bug, relayed so the program fails loudly instead of hanging.
+                reply = ResultFrame(id=frame.id, ok=False, message=str(exc))
+            else:
+                if is_lossless(value):
+                    reply = ResultFrame(id=frame.id, ok=True, value=value)
+                else:
+                    message = "binding resolution must be lossless JSON"
+                    reply = ResultFrame(id=frame.id, ok=False, message=message)
+        if self._outcome is not None:
+            return
+        try:
+            sent = bridge.send(reply)
+        except NestingError as exc:
+            message = f"binding result nests deeper than {exc.limit:,} levels"
+            sent = bridge.send(ResultFrame(id=frame.id, ok=False, message=message))
+        if not sent:
+            limit = self.limits.frame_bytes
+            message = f"binding result exceeds the bridge frame limit ({limit} bytes)"
+            bridge.send(ResultFrame(id=frame.id, ok=False, message=message))
+
+    def _on_done(self, bridge: HostBridge, frame: DoneFrame) -> None:
+        error = frame.error
+        if error is not None:
+            if error.kind == "output-limit":
+                self.settle("output-limit", self.ledger.message)
+            elif error.kind == "memory":
+                self.settle("memory", self._memory_message())
+            elif error.kind == "timeout" and self.compute_grace_s > 0:
+                # A guest that meters its own compute (QuickJS's interrupt) stops at the
+                # budget before our kill; the budget and the message are ours. Other
+                # guests never report it, so from them it is a forged frame.
+                self.settle("timeout", self._compute_message())
+            elif error.kind in _GUEST_ERROR_KINDS:
+                self.settle(error.kind, sanitize_text(error.message))
+            else:
+                bridge.count_drop()
+            return
+        if frame.value is msgspec.UNSET:
+            self.settle("ok")
+        elif isinstance(frame.value, TooDeep):
+            self.settle(
+                "invalid-output",
+                f"program completion nests deeper than {frame.value.limit:,} levels",
+            )
+        elif is_lossless(frame.value):
+            self.settle("ok", value=frame.value)
+        else:
+            self.settle("invalid-output", "program completion must be lossless JSON")
+
+    async def _on_eof(self) -> None:
+        worker = self.worker
+        assert worker is not None
+        status = await worker.exit.wait(_EXIT_REPORT_TIMEOUT)
+        if status is None or status < 0:
+            self.settle("worker-exit", "worker exited before completing")
+            return
+        code = os.waitstatus_to_exitcode(status)
+        if code == -signal.SIGXCPU:
+            self.settle("timeout", self._compute_message())
+        elif code != 0 and worker.exit.maxrss_kb * 1024 >= 0.8 * self.limits.max_memory_bytes:
+            self.settle("memory", self._memory_message())
+        else:
+            self.settle("worker-exit", f"worker exited with code {code} before completing")
+
+    def _memory_message(self) -> str:
+        return f"memory limit exceeded ({self.limits.max_memory_bytes} bytes)"
+
+    def _result(self) -> CodeRunResult:
+        outcome = self._outcome or _Outcome("worker-exit", "worker exited before completing")
+        logs = list(self.ledger.logs)
+        if outcome.kind == "ok":
+            if outcome.value is msgspec.UNSET:
+                return CodeRunResult(logs=logs)
+            try:
+                size = json_value_length(outcome.value)
+            except (TypeError, ValueError, msgspec.EncodeError):
+                error = CodeRunError("invalid-output", "program completion must be lossless JSON")
+                return CodeRunResult(logs=logs, error=error)
+            if not self.ledger.fits(size):
+                return CodeRunResult(
+                    logs=logs, error=CodeRunError("output-limit", self.ledger.message)
+                )
+            return CodeRunResult(logs=logs, value=outcome.value)
+        message = outcome.message
+        if outcome.kind != "output-limit" and not self.ledger.fits(json_string_length(message)):
+            return CodeRunResult(logs=logs, error=CodeRunError("output-limit", self.ledger.message))
+        return CodeRunResult(logs=logs, error=CodeRunError(outcome.kind, message))
+
+
+def _args_bytes(frame: CallFrame, size: int) -> int:
+    """JSON bytes of a call's arguments: its payload less the envelope around ``args``."""
+    envelope = len(encode_payload(msgspec.structs.replace(frame, args=None))) - len(b"null")
+    return max(size - envelope, 0)
+
+
+def _cpu_ns(pid: int) -> int | None:
+    """CPU time of ``pid`` in nanoseconds (``schedstat``, falling back to ``stat``)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+        return int(ticks * 1e9 / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,295 @@
+"""The TypeScript guest's worker side: drive a ``JsGuest`` from the bridge.
+
+``serve(run, bridge, loop)`` is called in a locked-down worker with the ``run`` frame
+(the program already type-stripped by the host). It runs the program in one QuickJS
+context on the main thread (8 MiB native stack; QuickJS gets at most 1 MiB of it) and
+relays between the guest's step API and the bridge:
+
+    start the program
+    loop: send the logs and binding calls the last slice produced (one write)
+          finished? send ``done`` and return
+          wait for ``result`` frames, at most until the next timer is due
+          results -> resolve/reject each; nothing before the timer -> run the timers
+
+Everything the run is held to is the same as for Python: the supervisor meters CPU,
+wall time, the output ledger and the sub-call count from outside; the guest meters its
+own compute (QuickJS's interrupt stops a hot loop without a kill; the supervisor
+reports it with its own message), its heap (QuickJS's memory limit, sized to fit inside
+the worker's address-space rlimit) and its log flood.
+
+``warm()`` runs in the fork server: it imports QuickJS (the C extension only: the
+``quickjs`` package starts a helper thread, which a locked-down worker must not have and,
+with its process rlimit at 0, cannot start), the catch-guard parser and the prelude sources, and runs one program. Each new
+worker then builds its context ahead of the run in ``warm_worker`` (about 2 ms off the
+run's latency), with the runtime's limits from ``ServerConfig.warm_options``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import resource
+from typing import Any
+
+import msgspec
+
+from ..worker._bridge import WorkerBridge
+from ..worker._frames import (
+    CallFrame,
+    DoneFrame,
+    ErrorSpec,
+    LogFrame,
+    RunFrame,
+    decode_frame,
+    dumps_deep,
+    encode_payload,
+    json_string_length,
+    truncate_to_json_length,
+)
+from ._guest import (
+    MIN_MEMORY_BYTES,
+    GuestDone,
+    GuestFailed,
+    GuestRunning,
+    JsBinding,
+    JsGuest,
+    JsLimits,
+)
+
+__all__ = ["serve", "warm", "warm_worker"]
+
+_ARGS_TOO_BIG = "binding arguments exceed the bridge frame limit ({} bytes)"
+_ARGS_LOSSY = "binding arguments must be lossless JSON"
+_VALUE_LOSSY = "program completion must be lossless JSON"
+# JSON.stringify writes a surrogate pair as its character and a lone surrogate as an
+# escape (an odd run of backslashes before `u`), so any surrogate escape in its output is
+# lone. Lone surrogates cannot be UTF-8, so the host could not read them: such values
+# are lossy, as in Python (whose encoder refuses them).
+_LONE_SURROGATE = re.compile(r"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_MEMORY = "memory limit exceeded (MemoryError)"  # the host reports its own message
+# Left of the address-space rlimit for Python's side of a run: the poll payloads that
+# carry logs out of the context, their decoded copies and the frames built from them.
+_PYTHON_SHARE = 4
+_FRAME_ENVELOPE = 256
+
+_prepared: tuple[dict[str, Any], JsGuest] | None = None
+
+
+def _null() -> msgspec.Raw:
+    return msgspec.Raw(b"null")
+
+
+class _Result(msgspec.Struct, frozen=True, tag="result", tag_field="type", omit_defaults=True):
+    """``ResultFrame`` with the value kept as JSON text (QuickJS parses it); a value
+    nested past msgspec's reach arrives parsed instead (``decode_frame``'s fallback)."""
+
+    id: int
+    ok: bool
+    value: msgspec.Raw = msgspec.field(default_factory=_null)
+    message: str = ""
+    code: str | None = None
+
+
+_result_decoder = msgspec.json.Decoder(_Result)
+_encode_raw = msgspec.json.Encoder().encode
+
+
+def _address_space_in_use() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 64 * 2**20
+
+
+def _limits(options: dict[str, Any]) -> JsLimits:
+    """QuickJS limits for the runtime's options (``compute_ms``, ``max_output_bytes``,
+    ``max_memory_bytes``): the heap gets most of what the address-space rlimit leaves."""
+    memory = int(options["max_memory_bytes"])
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        memory = min(memory, soft)
+    free = memory - _address_space_in_use()
+    heap = max(MIN_MEMORY_BYTES, free - free // _PYTHON_SHARE)
+    return JsLimits(
+        compute_ms=math.ceil(options["compute_ms"]),
+        memory_bytes=heap,
+        max_output_bytes=int(options["max_output_bytes"]),
+    )
+
+
+def _lossy(json_text: str) -> bool:
+    """Whether JSON text from ``JSON.stringify`` holds a lone surrogate."""
+    return ("\\ud" in json_text or "\\uD" in json_text) and bool(_LONE_SURROGATE.search(json_text))
+
+
+def _bindings(run: RunFrame) -> list[JsBinding]:
+    out = []
+    for spec in run.bindings:
+        error = spec.error_class
+        out.append(
+            JsBinding(
+                spec.global_name,
+                tuple(spec.names),
+                error_class=None if error is None else error.name,
+                member_name_property="toolName" if error is None else error.member_name_property,
+            )
+        )
+    return out
+
+
+class _Driver:
+    """One program in one worker: the relay loop of the module docstring."""
+
+    def __init__(self, run: RunFrame, bridge: WorkerBridge, guest: JsGuest) -> None:
+        self.run = run
+        self.bridge = bridge
+        self.guest = guest
+        self.max_frame = run.max_frame_bytes
+        # Longest log entry (JSON bytes) one frame can carry; a longer one is cut here,
+        # as the Python guest cuts it (only with a frame cap below the output cap).
+        self.max_entry = max(2, min(run.max_output_bytes, run.max_frame_bytes - _FRAME_ENVELOPE))
+
+    def execute(self) -> None:
+        guest = self.guest
+        guest.start(self.run.program, _bindings(self.run))
+        while True:
+            while self.flush():
+                pass  # a call failed here ran the program on: send what that produced
+            state = guest.state
+            if not isinstance(state, GuestRunning):
+                self.finish(state)
+                return
+            payloads = self.bridge.wait_payloads(guest.timer_delay())
+            if payloads is None:
+                return  # the host hung up: the run is over
+            if not payloads:
+                guest.run_timers()
+                continue
+            for payload in payloads:
+                try:
+                    frame = decode_frame(_result_decoder, payload)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue  # the host never sends junk; nothing to answer if it did
+                if isinstance(frame, _Result):
+                    self.settle(frame)
+
+    def settle(self, frame: _Result) -> None:
+        if not frame.ok:
+            self.guest.reject(frame.id, frame.message, frame.code)
+            return
+        value: Any = frame.value  # parsed, not Raw, when it came through the deep fallback
+        data = bytes(value) if isinstance(value, msgspec.Raw) else dumps_deep(value)
+        self.guest.resolve(frame.id, data.decode("utf-8"))
+
+    def flush(self) -> bool:
+        """Send what the last slice produced (logs first, then calls) in one write.
+
+        Returns True when a call was failed here instead (arguments that cannot cross
+        the bridge), which runs the program on and may produce more.
+        """
+        out: list[bytes] = []
+        failed = False
+        for text in self.guest.drain_logs():
+            if json_string_length(text) > self.max_entry:
+                text = truncate_to_json_length(text, self.max_entry)
+            out.append(_framed(encode_payload(LogFrame(text=text))))
+        for call in self.guest.pending_calls():
+            if _lossy(call.args_json):
+                self.guest.reject(call.id, _ARGS_LOSSY)
+                failed = True
+                continue
+            args = msgspec.Raw(call.args_json.encode("utf-8"))
+            frame = CallFrame(id=call.id, global_name=call.global_name, name=call.name, args=args)
+            payload = _encode_raw(frame)
+            if len(payload) > self.max_frame:
+                # Never sent: the call fails in the program like any failed binding.
+                self.guest.reject(call.id, _ARGS_TOO_BIG.format(self.max_frame))
+                failed = True
+                continue
+            out.append(_framed(payload))
+        if out:
+            self.bridge.send_raw(b"".join(out))
+        return failed
+
+    def finish(self, state: GuestDone | GuestFailed | GuestRunning) -> None:
+        if isinstance(state, GuestDone):
+            if state.value_json is None:
+                frame = DoneFrame()
+            elif _lossy(state.value_json):
+                frame = DoneFrame(error=ErrorSpec(kind="invalid-output", message=_VALUE_LOSSY))
+            else:
+                frame = DoneFrame(value=msgspec.Raw(state.value_json.encode("utf-8")))
+        elif isinstance(state, GuestFailed):
+            frame = DoneFrame(error=ErrorSpec(kind=state.kind, message=state.message))
+        else:
+            raise AssertionError("finish() on a running guest")
+        payload = _encode_raw(frame)
+        if len(payload) > self.max_frame:
+            # Cannot cross the bridge (with the default cap it could not fit the output
+            # ledger either); the host renders the diagnostic, as for Python.
+            payload = _encode_raw(DoneFrame(error=ErrorSpec(kind="output-limit", message="")))
+        self.bridge.send_raw(_framed(payload))
+
+
+def _framed(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def serve(run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``run.program`` (stripped JavaScript) to completion and send ``done``."""
+    global _prepared
+    prepared, _prepared = _prepared, None
+    try:
+        if prepared is not None and prepared[0] == run.options:
+            guest = prepared[1]
+        else:
+            if prepared is not None:
+                prepared[1].close()
+            guest = JsGuest(_limits(run.options))
+        try:
+            _Driver(run, bridge, guest).execute()
+        finally:
+            guest.close()
+    except MemoryError:
+        # Python's side of the run ran out inside the address-space rlimit.
+        bridge.send(DoneFrame(error=ErrorSpec(kind="memory", message=_MEMORY)))
+
+
+_WARM_PROGRAM = """
+const seen = new Map([["a", 1]]);
+let caught = "";
+try { await tools.fail({ n: 1 }); } catch (e) { caught = `${e.name}:${e.toolName}`; }
+const [x, y] = await Promise.all([tools.echo({ v: [1, 2.5, "x"] }), tools.echo({})]);
+console.log("warm", { seen, x, nested: { a: [1, { b: null }] } }, [1, 2, 3], new Error("e"));
+try { null.f(); } catch { }
+return { caught, x, y, n: [...seen.keys()].length };
+"""
+
+
+def warm() -> None:
+    """Import and exercise what a run needs (called in the fork server)."""
+    guest = JsGuest(JsLimits(compute_ms=5_000, memory_bytes=64 * 2**20))
+    guest.start(_WARM_PROGRAM, [JsBinding("tools", ("echo", "fail"))])
+    for _ in range(10):
+        if not isinstance(guest.state, GuestRunning):
+            break
+        guest.drain_logs()
+        for call in guest.pending_calls():
+            if call.name == "fail":
+                guest.reject(call.id, "failed", "E_WARM")
+            else:
+                guest.resolve(call.id, call.args_json)
+    assert isinstance(guest.state, GuestDone), guest.state
+    guest.close()
+    encode_payload(DoneFrame(value=msgspec.Raw(b"1")))
+    decode_frame(_result_decoder, b'{"type":"result","id":1,"ok":true,"value":[1]}')
+
+
+def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
+    """Build the next run's QuickJS context ahead of time, with the runtime's limits."""
+    global _prepared
+    if options is not None:
+        _prepared = (options, JsGuest(_limits(options)))

@@ -1,0 +1,260 @@
+"""The fork server: a pre-imported interpreter that forks workers on request.
+
+Started once per pool (``python -I -B -X utf8 -c ...``, empty environment). It imports the
+guest modules (RestrictedPython, msgspec, the allowed stdlib modules) and warms their lazy
+paths (after the fork, workers can no longer read a module from disk), moves itself into
+private network and mount namespaces with an empty read-only root for its workers and
+has them born in a PID namespace of their own (``_boundary.isolate_server``), freezes
+the GC so forked workers share its pages, and then serves a control socket:
+
+::
+
+    host -> server   fork{seq, boundary, maxFrameBytes}  + one fd (SCM_RIGHTS): the
+                     worker's end of a fresh socketpair
+    server -> host   hello{pid, notes}       once, when ready
+                     forked{seq, pid} | fork-failed{seq, message}
+                     exited{pid, status, maxrssKb}   for every reaped worker
+
+It is single-threaded (forking is safe) and runs no event loop. When the control socket
+closes, it kills every worker still alive, reaps them, removes its empty work directory
+and exits; a parent-death signal covers the host dying without closing the socket.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import os
+import select
+import signal
+import socket
+import sys
+import tempfile
+from typing import Any
+
+import msgspec
+
+from ._boundary import BoundarySpec, Isolation, isolate_server, remove_workdir
+from ._frames import FrameBuffer, encode_frame
+from ._main import worker_main
+
+__all__ = ["Exited", "ForkFailed", "ForkRequest", "Forked", "Hello", "ServerConfig", "main"]
+
+_CONTROL_FRAME_BYTES = 1 << 20
+
+
+class ServerConfig(msgspec.Struct, frozen=True, rename="camel"):
+    """Start-up configuration (passed as a JSON command-line argument)."""
+
+    ctrl_fd: int
+    guests: dict[str, str]
+    preload: list[str] = msgspec.field(default_factory=list)
+    # Per guest module: what its ``warm_worker`` needs to prepare a run ahead of time
+    # (the TypeScript guest builds its QuickJS context with the runtime's limits).
+    warm_options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+class ForkRequest(msgspec.Struct, frozen=True, tag="fork", tag_field="type", rename="camel"):
+    """Fork one worker bound to the fd sent alongside this frame."""
+
+    seq: int
+    boundary: BoundarySpec
+    max_frame_bytes: int
+
+
+class Hello(msgspec.Struct, frozen=True, tag="hello", tag_field="type", rename="camel"):
+    """The server is ready; ``notes`` are degraded layers (e.g. no network namespace)."""
+
+    pid: int
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+class Forked(msgspec.Struct, frozen=True, tag="forked", tag_field="type", rename="camel"):
+    """Worker for request ``seq`` has pid ``pid``."""
+
+    seq: int
+    pid: int
+
+
+class ForkFailed(msgspec.Struct, frozen=True, tag="fork-failed", tag_field="type", rename="camel"):
+    """Request ``seq`` could not be served."""
+
+    seq: int
+    message: str
+
+
+class Exited(msgspec.Struct, frozen=True, tag="exited", tag_field="type", rename="camel"):
+    """A worker was reaped: raw wait status and peak resident set size."""
+
+    pid: int
+    status: int
+    maxrss_kb: int = 0
+
+
+ServerOutbound = Hello | Forked | ForkFailed | Exited
+
+
+def main(config_json: str) -> None:
+    """Entry point of the fork-server process."""
+    # Interrupts are the host's to handle: it tears the pool down by closing the control
+    # socket. Ignoring SIGINT also keeps a stray ``kill -INT`` from printing a traceback;
+    # workers inherit the disposition (they never see a terminal either way).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    config = msgspec.json.decode(config_json, type=ServerConfig)
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        sys.exit(0)
+    ctrl = socket.socket(fileno=config.ctrl_fd)
+    ctrl.setblocking(True)
+    for name in config.preload:
+        module = importlib.import_module(name)
+        warm = getattr(module, "warm", None)
+        if callable(warm):
+            warm()
+    workdir = tempfile.mkdtemp(prefix="codemode-worker-")
+    os.chmod(workdir, 0o555)
+    isolation = isolate_server(workdir)
+    # Workers enter their root through this descriptor, never by path: what they chroot
+    # into is the directory (or tmpfs) set up here, whatever happens to the path later.
+    root_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    gc.collect()
+    gc.freeze()
+    _Server(ctrl, config, workdir, root_fd, isolation).serve()
+
+
+class _Server:
+    def __init__(
+        self,
+        ctrl: socket.socket,
+        config: ServerConfig,
+        workdir: str,
+        root_fd: int,
+        isolation: Isolation,
+    ):
+        self.ctrl = ctrl
+        self.config = config
+        self.workdir = workdir
+        self.root_fd = root_fd
+        self.notes = isolation.notes
+        self.private_root = isolation.private_root
+        # The PID namespace's init (0 without one) is reaped like a worker, but its
+        # death ends the server: no worker can be forked into a namespace without it.
+        self.init_pid = isolation.init_pid
+        self.init_fd = isolation.init_fd
+        self.has_init = bool(isolation.init_pid)
+        self.children: set[int] = {self.init_pid} if self.init_pid else set()
+        self.fds: list[int] = []
+        self.buffer = FrameBuffer(_CONTROL_FRAME_BYTES)
+        self.decoder = msgspec.json.Decoder(ForkRequest)
+
+    def send(self, frame: msgspec.Struct) -> None:
+        self.ctrl.sendall(encode_frame(frame))
+
+    def serve(self) -> None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda _s, _f: None)
+        poller = select.poll()
+        poller.register(self.ctrl.fileno(), select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        try:
+            self.send(Hello(pid=os.getpid(), notes=self.notes))
+            while True:
+                for fd, _events in poller.poll():
+                    if fd == wake_r:
+                        _drain(wake_r)
+                        self.reap(block=False)
+                        if self.has_init and not self.init_pid:
+                            return  # the init died (reaped): no more forks possible
+                    elif not self.receive():
+                        return
+        except OSError:
+            return
+        finally:
+            self.shutdown()
+
+    def receive(self) -> bool:
+        data, fds, _flags, _addr = socket.recv_fds(self.ctrl, 65536, 16)
+        self.fds.extend(fds)
+        if not data:
+            return False
+        for payload in self.buffer.feed(data):
+            try:
+                request = self.decoder.decode(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                self.send(ForkFailed(seq=-1, message=f"bad control frame: {exc}"))
+                continue
+            if not self.fds:
+                self.send(ForkFailed(seq=request.seq, message="fork request without a socket"))
+                continue
+            self.fork(request, self.fds.pop(0))
+        return True
+
+    def fork(self, request: ForkRequest, fd: int) -> None:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(fd)
+            self.send(ForkFailed(seq=request.seq, message=f"fork failed: {exc}"))
+            return
+        if pid == 0:
+            try:
+                worker_main(
+                    fd,
+                    request.boundary,
+                    self.root_fd,
+                    self.private_root,
+                    # 0 inside a PID namespace (the server is outside it); a worker
+                    # orphaned early sees its init (1) instead and exits.
+                    os.getppid(),
+                    self.config.guests,
+                    request.max_frame_bytes,
+                    self.config.warm_options,
+                )
+            finally:
+                os._exit(70)
+        os.close(fd)
+        self.children.add(pid)
+        self.send(Forked(seq=request.seq, pid=pid))
+
+    def reap(self, *, block: bool) -> None:
+        while self.children:
+            try:
+                pid, status, usage = os.wait4(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            if pid == self.init_pid:
+                self.init_pid = 0
+            elif not block:
+                self.send(Exited(pid=pid, status=status, maxrss_kb=int(usage.ru_maxrss)))
+
+    def shutdown(self) -> None:
+        if self.init_fd >= 0:
+            os.close(self.init_fd)  # the init exits, and the kernel kills every worker
+        for pid in list(self.children):
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                    break
+                except OSError:
+                    continue
+        self.reap(block=True)
+        for fd in self.fds:
+            os.close(fd)
+        os.close(self.root_fd)
+        remove_workdir(self.workdir, self.private_root)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass

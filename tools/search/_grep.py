@@ -1,0 +1,308 @@
+"""``grep``: matching lines, on ripgrep's ``--json`` output (tool-outputs.md §6)."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Sequence
+from typing import Any
+
+import anyio.to_thread
+import msgspec
+from codemode.engine import ToolDefinition, text
+
+from .._catalog import catalog_entry
+from .._common import arg, is_blank
+from .._config import ToolsConfig
+from .._errors import SearchError
+from .._text import utf8_head
+from ._common import (
+    GREP_UNSAVED,
+    SearchTarget,
+    Spills,
+    bounded,
+    confined_by_kernel,
+    confirm_matches,
+    define_search_tool,
+    run_search,
+    search_target,
+    search_title,
+)
+
+__all__ = ["build_grep", "parse_matches", "render_grep_text"]
+
+_GREP_OUTPUT = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "matches": {
+            "type": "array",
+            "required": True,
+            # What a program receives (the description speaks of the text listing).
+            "description": "Every match, uncapped (the description's cap is its text listing's).",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "path": {"type": "string", "required": True},
+                    "lineNumber": {"type": "integer", "required": True},
+                    "line": {"type": "string", "required": True},
+                },
+            },
+        }
+    },
+}
+
+
+class _Text(msgspec.Struct):
+    text: str | None = None
+    bytes: str | None = None
+
+
+class _Data(msgspec.Struct):
+    path: _Text | None = None
+    lines: _Text | None = None
+    line_number: int | None = None
+
+
+class _Record(msgspec.Struct):
+    type: str
+    data: _Data | None = None
+
+
+_RECORDS = msgspec.json.Decoder(list[_Record])
+
+
+def _malformed(detail: str) -> SearchError:
+    return SearchError(f"grep received malformed ripgrep --json output ({detail})", "SEARCH_FAILED")
+
+
+def _diagnose(lines: list[bytes]) -> SearchError:
+    """The reference's detail for the first malformed line (slow path, errors only)."""
+    for line in lines:
+        try:
+            record = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return _malformed("a line is not JSON")
+        if not isinstance(record, dict):
+            return _malformed("a record is not an object")
+        if record.get("type") != "match":
+            continue
+        data = record.get("data")
+        if not isinstance(data, dict):
+            return _malformed("a match record has no data")
+        path = data.get("path")
+        if not isinstance(path, dict) or not isinstance(path.get("text"), str):
+            return _malformed("a match record has no path text")
+        if not isinstance(data.get("line_number"), int):
+            return _malformed("a match record has no line number")
+        content = data.get("lines")
+        if not isinstance(content, dict):
+            return _malformed("a match record has no line content")
+        if not isinstance(content.get("text"), str) and not isinstance(content.get("bytes"), str):
+            return _malformed("a match record has neither line text nor bytes")
+    return _malformed("a line is not JSON")
+
+
+def parse_matches(target: SearchTarget, stdout: bytes) -> list[dict[str, Any]]:
+    lines = [line for line in stdout.split(b"\n") if line]
+    if not lines:
+        return []
+    # Only match records matter. ripgrep writes "type" first in every per-file record, so
+    # begin/end records (the bulk of the bytes, with their stats) are skipped undecoded;
+    # anything else (the summary, which leads with "data", or a malformed line) is decoded.
+    wanted = [
+        line
+        for line in lines
+        if not (line.startswith(b'{"type":"begin"') or line.startswith(b'{"type":"end"'))
+    ]
+    try:
+        records = _RECORDS.decode(b"[" + b",".join(wanted) + b"]")
+    except msgspec.DecodeError:
+        raise _diagnose(lines) from None
+    matches: list[dict[str, Any]] = []
+    relative: dict[str, str] = {}
+    for record in records:
+        if record.type != "match":
+            continue
+        data = record.data
+        if data is None:
+            raise _diagnose(lines)
+        if data.path is None or data.path.text is None:
+            raise _malformed("a match record has no path text")
+        if data.line_number is None:
+            raise _malformed("a match record has no line number")
+        if data.lines is None:
+            raise _malformed("a match record has no line content")
+        line = data.lines.text
+        if line is None:
+            if data.lines.bytes is None:
+                raise _malformed("a match record has neither line text nor bytes")
+            line = "(line is not valid UTF-8)"
+        elif line.endswith("\n"):
+            line = line[:-2] if line.endswith("\r\n") else line[:-1]
+        raw_path = data.path.text
+        path = relative.get(raw_path)
+        if path is None:
+            path = relative[raw_path] = target.shown(raw_path)
+        matches.append({"path": path, "lineNumber": data.line_number, "line": line})
+    return matches
+
+
+def _preview(line: str, max_bytes: int) -> str:
+    if len(line) * 4 <= max_bytes:
+        return line
+    data = line.encode("utf-8")
+    if len(data) <= max_bytes:
+        return line
+    return utf8_head(data, max_bytes).decode("utf-8") + " (line truncated)"
+
+
+def _grouped(matches: Sequence[dict[str, Any]], max_bytes: int) -> dict[str, list[dict[str, Any]]]:
+    files: dict[str, list[dict[str, Any]]] = {}
+    for match in matches:
+        files.setdefault(match["path"], []).append(
+            {"lineNumber": match["lineNumber"], "line": _preview(match["line"], max_bytes)}
+        )
+    return files
+
+
+def _format_groups(files: dict[str, list[dict[str, Any]]]) -> str:
+    return "\n\n".join(
+        path + "".join(f"\nLine {m['lineNumber']}: {m['line']}" for m in rows)
+        for path, rows in files.items()
+    )
+
+
+def _found(total: int) -> str:
+    return f"Found {total} match" if total == 1 else f"Found {total} matches"
+
+
+def render_grep_text(
+    matches: Sequence[dict[str, Any]], cap: int, max_bytes: int, recovery: str
+) -> str:
+    """The inline ``grep`` rendering (header, grouped rows, recovery note when capped)."""
+    total = len(matches)
+    if total == 0:
+        return "No matches found"
+    if total <= cap:
+        return f"{_found(total)}\n\n{_format_groups(_grouped(matches, max_bytes))}"
+    body = _format_groups(_grouped(matches[:cap], max_bytes))
+    return f"Found {cap} of {total} matches\n\n{body}\n\n({recovery})"
+
+
+def _invalid(message: str) -> SearchError:
+    return SearchError(message, "SEARCH_INVALID_ARGS")
+
+
+def _without_hardlinked(
+    target: SearchTarget, matches: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``matches`` minus those in files with more than one hard link, which may be another
+    name of a file outside the workspace (ripgrep cannot be told to skip them)."""
+    root = os.open(target.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        verdict: dict[str, bool] = {}
+        kept = []
+        for match in matches:
+            path = match["path"]
+            ok = verdict.get(path)
+            if ok is None:
+                rel = path if target.in_workspace else os.path.relpath(path, target.root)
+                try:
+                    st = os.stat(rel, dir_fd=root, follow_symlinks=False)
+                    ok = stat_mod.S_ISREG(st.st_mode) and st.st_nlink == 1
+                except OSError:
+                    ok = False
+                verdict[path] = ok
+            if ok:
+                kept.append(match)
+        return kept
+    finally:
+        os.close(root)
+
+
+def _check_include(include: Any) -> str | None:
+    if include is None:
+        return None
+    if is_blank(include):
+        raise _invalid("include must be a non-empty glob when given")
+    if include.strip().startswith("!"):
+        raise _invalid(
+            'include must be a positive glob filter; negated patterns ("!…") are not supported'
+        )
+    depth = 0
+    for ch in include:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            raise _invalid(
+                "include must be one glob, not a comma-separated list (use {a,b} alternation instead)"
+            )
+    return str(include)
+
+
+def build_grep(cfg: ToolsConfig) -> ToolDefinition:
+    """The ``grep`` tool bound to ``cfg``."""
+    entry = catalog_entry("grep")
+    cap = cfg.grep_max_matches
+    line_bytes = cfg.grep_max_line_bytes
+    description = entry["description"]
+    if cap != 250:
+        description = description.replace("first 250 matches", f"first {cap} matches")
+    spills = Spills(cfg, GREP_UNSAVED, "Full grep result stored at:")
+
+    async def execute(args: Any, ctx: Any) -> Any:
+        pattern = args["pattern"]
+        if pattern == "":
+            raise SearchError("pattern must be a non-empty string", "SEARCH_INVALID_ARGS")
+        target = await search_target(cfg, "grep", args)
+        include = _check_include(arg(args, "include"))
+        argv = ["--no-config", "--json", f"--regexp={pattern}"]
+        if include is not None:
+            argv.append(f"--glob={include}")
+        out = await run_search(cfg, ctx, "grep", argv, target)
+        matches = parse_matches(target, out.stdout)
+        if matches and not confined_by_kernel():
+            matches = await confirm_matches(cfg, matches)
+        elif matches and not cfg.allow_hardlinks and not target.is_file:
+            matches = await anyio.to_thread.run_sync(_without_hardlinked, target, matches)
+        if len(matches) > cap:
+            full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"
+            await spills.save(ctx, full, "grep-results.txt")
+        return {"matches": matches}
+
+    def render(args: Any, value: Any) -> list[dict[str, Any]]:
+        return [text(render_grep_text(value["matches"], cap, line_bytes, GREP_UNSAVED))]
+
+    def meta(args: Any, value: Any) -> Any:
+        matches = value["matches"]
+        total = len(matches)
+        files = list(_grouped(matches[:cap], line_bytes).items())
+
+        def make(items: list[tuple[str, Any]], cut: bool) -> dict[str, Any]:
+            groups = [{"path": path, "matches": rows} for path, rows in items]
+            truncated = cut or total > cap
+            return {"shape": "matches", "files": groups, "truncated": truncated, "total": total}
+
+        return bounded(files, cfg.search_meta_max_bytes, make)[0]
+
+    def title(args: Any) -> str:
+        title = search_title("Grep", args)
+        if isinstance(arg(args, "include"), str):
+            title += f" ({args['include']})"
+        return title
+
+    return define_search_tool(
+        cfg,
+        "grep",
+        description=description,
+        schema=_GREP_OUTPUT,
+        render=render,
+        meta=meta,
+        execute=execute,
+        spills=spills,
+        title=title,
+    )

@@ -1,0 +1,345 @@
+"""Running the ``rg`` binary from ripgrep's PyPI wheel as a cancellable, confined subprocess.
+
+The binary is located through the installed ``ripgrep`` distribution's file list (or the
+interpreter's scripts directory, where the wheel puts it) — never a host ``rg`` on ``PATH``.
+
+ripgrep walks directories by path, so a directory swapped for a symlink between its
+``readdir`` and the ``open`` of a file below it would be followed by the kernel. Where the
+kernel has Landlock (Linux >= 5.13), each ``rg`` therefore runs under a ruleset that lets it
+read only beneath the one root being searched (plus its own binary, loader and libraries,
+and write nothing): a raced path that leads out fails with ``EACCES`` inside ``rg`` instead
+of returning outside content. ``landlock_abi()`` says whether that holds on this host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import importlib.metadata
+import os
+import re
+import signal as signal_mod
+import subprocess
+import sysconfig
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, TypeVar
+
+import anyio
+from codemode.engine import AbortSignal
+
+from .._errors import SearchError
+from .._text import utf8_tail
+
+__all__ = ["RgOutput", "landlock_abi", "rg_executable", "run_rg"]
+
+_T = TypeVar("_T")
+
+
+@cache
+def rg_executable() -> str:
+    """Absolute path of the wheel's ``rg`` binary (raises ``FileNotFoundError`` if absent)."""
+    try:
+        files = importlib.metadata.files("ripgrep") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for entry in files:
+        if entry.name in ("rg", "rg.exe") and entry.parent.name in ("bin", "Scripts"):
+            located = os.path.abspath(str(entry.locate()))
+            if os.access(located, os.X_OK):
+                return located
+    scripts = sysconfig.get_path("scripts")
+    for name in ("rg", "rg.exe"):
+        candidate = os.path.join(scripts, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError("the ripgrep wheel's rg binary is not installed")
+
+
+# -- Landlock --------------------------------------------------------------------------
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_PR_SET_NO_NEW_PRIVS = 38
+_RULE_PATH_BENEATH = 1
+_EXECUTE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 2, 1 << 3
+# Every filesystem right of ABI v1 (bits 0-12), then REFER (v2), TRUNCATE (v3), IOCTL_DEV (v5).
+_HANDLED_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        libc.prctl.restype = ctypes.c_int
+    except (OSError, AttributeError):  # pragma: no cover - no C library to call through
+        return None
+    return libc
+
+
+_libc = _load_libc()
+
+
+@cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is unavailable."""
+    if _libc is None:
+        return 0
+    version = _libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(0, int(version))
+
+
+def _handled() -> int:
+    abi = landlock_abi()
+    return next(
+        mask for version, mask in sorted(_HANDLED_BY_ABI.items(), reverse=True) if abi >= version
+    )
+
+
+@cache
+def _runtime_files() -> tuple[str, ...]:
+    """``rg``'s binary, dynamic loader, libraries and the loader cache: what it must read
+    to start at all. The loader itself lists them (``LD_TRACE_LOADED_OBJECTS``)."""
+    exe = rg_executable()
+    files = {os.path.realpath(exe), "/etc/ld.so.cache", "/etc/ld.so.preload"}
+    try:
+        traced = subprocess.run(
+            [exe],
+            env={"LD_TRACE_LOADED_OBJECTS": "1"},
+            capture_output=True,
+            timeout=10,
+            check=False,
+        ).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        traced = ""
+    for match in re.finditer(r"(/\S+) \(0x", traced):
+        files.add(os.path.realpath(match.group(1)))
+    return tuple(sorted(f for f in files if os.path.exists(f)))
+
+
+def _add_rule(ruleset: int, path: str, access: int) -> None:
+    assert _libc is not None
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        attr = _PathBeneath(access, fd)
+        if _libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(attr), 0) < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _ruleset_for(root: str) -> int:
+    """A Landlock ruleset fd allowing reads beneath ``root`` and ``rg``'s own start-up."""
+    assert _libc is not None
+    handled = ctypes.c_uint64(_handled())
+    ruleset = int(_libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(handled), ctypes.c_size_t(8), 0))
+    if ruleset < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+    try:
+        _add_rule(ruleset, root, _READ_FILE | _READ_DIR)
+        for path in _runtime_files():
+            _add_rule(ruleset, path, _READ_FILE | _EXECUTE)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def _restrict_this_thread(root: str) -> None:
+    """Put the calling thread (only it: both attributes are per task) under no_new_privs
+    and a ruleset confined to ``root``; every process it spawns inherits both."""
+    assert _libc is not None
+    ruleset = _ruleset_for(root)
+    try:
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+        if _libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    finally:
+        os.close(ruleset)
+
+
+def _submit_confined(root: str, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+    """Run ``fn(*args)`` on a fresh thread restricted to ``root``, which then ends.
+
+    Restricting a thread rather than each child lets ``subprocess`` keep its ``vfork``
+    fast path: a ``preexec_fn`` would force a full ``fork`` of the host (measured at +2 ms
+    per search for a small host, growing with its size). A Landlock domain cannot be left,
+    so the thread is used for one spawn only and exits: no restricted thread outlives the
+    search that needed it (a host that counts its threads sees none left behind).
+    """
+    future: Future[_T] = Future()
+
+    def spawn() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            _restrict_this_thread(root)
+            future.set_result(fn(*args))
+        except BaseException as exc:  # handed to the awaiting task, never lost
+            future.set_exception(exc)
+
+    threading.Thread(target=spawn, name="codemode-rg-spawner", daemon=True).start()
+    return future
+
+
+def _popen(argv: list[str], cwd: str, stdin: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+async def _spawn(argv: list[str], cwd: str, confine: str | None) -> subprocess.Popen[bytes]:
+    # /dev/null is opened here: the confined spawner thread could not open it itself.
+    stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if confine is None or landlock_abi() == 0:
+            return _popen(argv, cwd, stdin)
+        future = _submit_confined(confine, _popen, argv, cwd, stdin)
+        # Shielded: a process that was started must be handed back to be reaped.
+        with anyio.CancelScope(shield=True):
+            process = await asyncio.wrap_future(future)
+        return process
+    finally:
+        os.close(stdin)
+
+
+async def _pump(fd: int, sink: Callable[[bytes], None]) -> None:
+    os.set_blocking(fd, False)
+    while True:
+        await anyio.wait_readable(fd)
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return
+        sink(chunk)
+
+
+async def _wait(process: subprocess.Popen[bytes]) -> int:
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except OSError:  # kernels before 5.3: wait in a worker thread instead
+        return await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+    try:
+        await anyio.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return process.wait()
+
+
+@dataclass(frozen=True, slots=True)
+class RgOutput:
+    """What a finished ``rg`` run produced."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: str
+
+
+def _stderr_text(data: bytes, cap: int) -> str:
+    text = utf8_tail(data, cap).decode("utf-8", "replace").strip()
+    return text + " [stderr truncated]" if len(data) > cap else text
+
+
+async def run_rg(
+    args: list[str],
+    *,
+    cwd: str,
+    signal: AbortSignal,
+    tool: str,
+    raw_cap: int,
+    stderr_cap: int,
+    confine: str | None = None,
+) -> RgOutput:
+    """Run ``rg args`` in ``cwd``; kill it on abort. Errors are the reference's ``SearchError``s.
+
+    ``confine``: a directory ``rg`` may read beneath and nothing else (Landlock, where the
+    kernel has it; see the module docstring).
+    """
+    try:
+        process = await _spawn([rg_executable(), *args], cwd, confine)
+    except (OSError, subprocess.SubprocessError):
+        raise SearchError(
+            f"{tool} could not start its search command (ripgrep launch failed)", "SEARCH_FAILED"
+        ) from None
+    out = bytearray()
+    err = bytearray()
+    total = 0
+    aborted = False
+
+    def keep_out(chunk: bytes) -> None:
+        nonlocal total
+        total += len(chunk)
+        # Past the cap keep counting (for the message) but stop retaining.
+        if total <= raw_cap:
+            out.extend(chunk)
+
+    def keep_err(chunk: bytes) -> None:
+        err.extend(chunk)
+        if len(err) > 2 * stderr_cap:
+            del err[: len(err) - stderr_cap - 1]
+
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                nonlocal aborted
+                await signal.wait()
+                aborted = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            async with anyio.create_task_group() as pumps:
+                pumps.start_soon(_pump, process.stdout.fileno(), keep_out)
+                pumps.start_soon(_pump, process.stderr.fileno(), keep_err)
+            await _wait(process)
+            group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await _wait(process)
+            process.stdout.close()
+            process.stderr.close()
+    if aborted:
+        raise SearchError(
+            f"{tool} was aborted before completion (tool timeout or caller cancellation)",
+            "SEARCH_ABORTED",
+        )
+    code = process.returncode
+    assert code is not None
+    stderr = _stderr_text(bytes(err), stderr_cap)
+    if code < 0:
+        name = signal_mod.Signals(-code).name
+        raise SearchError(f"{tool} search command was killed by signal {name}", "SEARCH_FAILED")
+    if total > raw_cap:
+        raise SearchError(
+            f"{tool} produced {total} bytes of raw output, over the {raw_cap}-byte cap; "
+            "narrow pattern, path, or include and retry",
+            "SEARCH_RAW_OUTPUT_OVERFLOW",
+        )
+    if code not in (0, 1):
+        lowered = stderr.lower()
+        if "regex parse error" in lowered or "error parsing glob" in lowered:
+            raise SearchError(
+                f"{tool} pattern rejected by ripgrep: {stderr}", "SEARCH_INVALID_PATTERN"
+            )
+        detail = f": {stderr}" if stderr else ""
+        raise SearchError(f"{tool} search failed (exit {code}){detail}", "SEARCH_FAILED")
+    return RgOutput(code, bytes(out), stderr)
