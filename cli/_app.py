@@ -20,19 +20,21 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
 import anyio.abc
+import msgspec
 import typer
 from codemode.engine import AbortController, ToolExecutionInput
 from codemode.engine.json import thaw
+from codemode.sandbox import Limits
 from rich.console import Console
 from rich.markup import escape
 
 from ._catalog import catalog_entries, render_table
 from ._compose import (
+    CLI_LIMITS,
     LANGUAGE_ALIASES,
     MEMORY_FLOOR_MB,
-    RunLimits,
     detect_language,
-    open_session,
+    open_invocation,
     state_parent,
 )
 
@@ -50,7 +52,7 @@ app = typer.Typer(
 )
 
 _err = Console(stderr=True)
-_DEFAULTS = RunLimits()
+_DEFAULTS = CLI_LIMITS
 _T = TypeVar("_T")
 
 # SIGHUP too: a closed terminal must not leave background jobs running.
@@ -218,10 +220,10 @@ def run(
     ] = False,
     compute_ms: Annotated[
         int, typer.Option("--compute-ms", min=1, help="CPU budget of the program.")
-    ] = _DEFAULTS.compute_ms,
+    ] = int(_DEFAULTS.max_compute_ms),
     wall_ms: Annotated[
         int, typer.Option("--wall-ms", min=1, help="Wall-clock ceiling of the program.")
-    ] = _DEFAULTS.max_wall_ms,
+    ] = int(_DEFAULTS.max_wall_ms),
     memory_mb: Annotated[
         int,
         typer.Option(
@@ -229,10 +231,10 @@ def run(
             min=1,
             help=f"Address-space limit of the worker (at least {min(MEMORY_FLOOR_MB.values())}).",
         ),
-    ] = _DEFAULTS.max_memory_mb,
+    ] = _DEFAULTS.max_memory_bytes // 2**20,
     output_mb: Annotated[
         int, typer.Option("--output-mb", min=1, help="Cap on logs plus the returned value.")
-    ] = _DEFAULTS.max_output_mb,
+    ] = _DEFAULTS.max_output_bytes // 2**20,
 ) -> None:
     """Run one program in code mode against the built-in tools; print the result content."""
     _check_lang(lang)
@@ -263,11 +265,12 @@ def run(
         except (OSError, UnicodeDecodeError) as exc:
             raise _usage(f"cannot read {file!r}: {exc}") from None
     summary = description or f"Run {Path(file).name if file != '-' else 'stdin program'}"
-    limits = RunLimits(
-        compute_ms=compute_ms,
+    limits = msgspec.structs.replace(
+        CLI_LIMITS,
+        max_compute_ms=compute_ms,
         max_wall_ms=wall_ms,
-        max_memory_mb=memory_mb,
-        max_output_mb=output_mb,
+        max_memory_bytes=memory_mb * 2**20,
+        max_output_bytes=output_mb * 2**20,
     )
     result, events = _run_async(
         lambda: _run_program(program, language, ws, summary, keep_state, limits)
@@ -303,21 +306,23 @@ async def _run_program(
     workspace: Path,
     summary: str,
     keep_state: bool,
-    limits: RunLimits,
+    limits: Limits,
 ) -> tuple[Any, list[dict[str, Any]]]:
-    async with open_session(workspace, language, keep_state=keep_state, limits=limits) as session:
+    async with open_invocation(
+        workspace, language, keep_state=keep_state, limits=limits
+    ) as invocation:
         if keep_state:
-            _err.print(f"state directory: {session.state_dir}")
-        result = await session.runtime.execute(
+            _err.print(f"state directory: {invocation.state_dir}")
+        result = await invocation.runtime.execute(
             ToolExecutionInput(
                 call_id="cli-1",
                 name="run_code",
                 arguments={"code": program, "description": summary},
                 signal=AbortController().signal,
-                agent=session.scope,
+                agent=invocation.agent,
             )
         )
-        return result, [thaw(e) for e in session.log.events]
+        return result, [thaw(e) for e in invocation.log.events]
 
 
 @app.command(short_help="Print the SDK section a model sees.")
@@ -328,8 +333,8 @@ def sdk(lang: LangOption = None, workspace: WorkspaceOption = Path(".")) -> None
     language = detect_language(None, lang)
 
     async def render() -> str:
-        async with open_session(ws, language) as session:
-            sections = session.runtime.system_prompt_sections(session.scope)
+        async with open_invocation(ws, language) as invocation:
+            sections = invocation.runtime.system_prompt_sections(invocation.agent)
             return sections["tools:code-only"] + "\n\n" + sections["tools:sdk"]
 
     sys.stdout.write(_run_async(render) + "\n")
@@ -351,8 +356,8 @@ def list_tools(
     ws = _check_workspace(workspace)
 
     async def collect() -> list[dict[str, Any]]:
-        async with open_session(ws, "python", sandbox=False) as session:
-            return catalog_entries(session.runtime, session.scope)
+        async with open_invocation(ws, "python", sandbox=False) as invocation:
+            return catalog_entries(invocation.runtime, invocation.agent)
 
     entries = _run_async(collect)
     if as_json:

@@ -13,15 +13,16 @@ from typing import Any
 import msgspec
 from codemode.engine import MemorySessionLog, Scope, ToolRuntime
 from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
+from codemode.sandbox import Limits
 
 __all__ = [
     "LANGUAGES",
     "LANGUAGE_ALIASES",
     "MEMORY_FLOOR_MB",
-    "RunLimits",
-    "Session",
+    "CLI_LIMITS",
+    "Invocation",
     "detect_language",
-    "open_session",
+    "open_invocation",
     "state_parent",
 ]
 
@@ -73,51 +74,47 @@ def detect_language(path: str | None, explicit: str | None) -> str:
     return "python"
 
 
-class Session(msgspec.Struct):
-    """What one CLI run works with."""
+class Invocation(msgspec.Struct):
+    """What one CLI invocation works with: the tool runtime, the calling agent scope and
+    its session log, the workspace and the private state directory."""
 
     runtime: ToolRuntime
-    scope: Scope
+    agent: Scope
     log: MemorySessionLog
     workspace: Path
     state_dir: Path
 
 
-class RunLimits(msgspec.Struct, frozen=True):
-    """The CLI's sandbox limits. Tighter than the library's defaults (60 s compute,
-    600 s wall, 64 MiB output) because a terminal user waits on the run: tool calls do
-    not count against ``compute_ms``, only the program's own CPU time does."""
+#: The CLI's sandbox limits. Tighter than the library's defaults (60 s compute, 600 s
+#: wall, 64 MiB output) because a terminal user waits on the run: tool calls do not count
+#: against ``max_compute_ms``, only the program's own CPU time does. One worker: a CLI
+#: invocation runs one program.
+CLI_LIMITS = Limits(
+    max_compute_ms=10_000,
+    max_wall_ms=60_000,
+    max_memory_bytes=512 * 2**20,
+    max_output_bytes=16 * 2**20,
+    pool_size=1,
+)
 
-    compute_ms: int = 10_000
-    max_wall_ms: int = 60_000
-    max_memory_mb: int = 512
-    max_output_mb: int = 16
 
-
-def _code_runtime(language: str, limits: RunLimits) -> Any:
+def _code_runtime(language: str, limits: Limits) -> Any:
     import codemode.sandbox as sandbox
 
-    runtime_limits = sandbox.Limits(
-        compute_ms=limits.compute_ms,
-        max_wall_ms=limits.max_wall_ms,
-        max_memory_bytes=limits.max_memory_mb * 2**20,
-        max_output_bytes=limits.max_output_mb * 2**20,
-        pool_size=1,
-    )
     if language == "typescript":
-        return sandbox.TypeScriptRuntime(limits=runtime_limits)
-    return sandbox.PythonRuntime(limits=runtime_limits)
+        return sandbox.TypeScriptRuntime(limits=limits)
+    return sandbox.PythonRuntime(limits=limits)
 
 
 @contextlib.asynccontextmanager
-async def open_session(
+async def open_invocation(
     workspace: Path,
     language: str,
     *,
     keep_state: bool = False,
-    limits: RunLimits | None = None,
+    limits: Limits | None = None,
     sandbox: bool = True,
-) -> AsyncIterator[Session]:
+) -> AsyncIterator[Invocation]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
     Spilled results and bash output files go to a private state directory outside the
@@ -140,7 +137,7 @@ async def open_session(
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
         if sandbox:
             code_runtime = await stack.enter_async_context(
-                _code_runtime(language, limits or RunLimits())
+                _code_runtime(language, limits or CLI_LIMITS)
             )
             runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
         else:
@@ -166,6 +163,6 @@ async def open_session(
             runtime.register(definition)
         log = MemorySessionLog()
         scope = runtime.scope("cli", session=log)
-        yield Session(
-            runtime=runtime, scope=scope, log=log, workspace=workspace, state_dir=state_dir
+        yield Invocation(
+            runtime=runtime, agent=scope, log=log, workspace=workspace, state_dir=state_dir
         )

@@ -1,9 +1,11 @@
 """``Limits``: every budget a sandboxed run is held to, validated at construction.
 
-Defaults follow the reference runtime (reference.md §5): 60 s of busy compute, a 600 s
-wall-clock ceiling, 64 MiB of JSON-metered output, 512 MiB of memory. The rest are ours:
-the sub-call cap, the argument-bytes budget, the nesting cap, the bridge frame cap and the
-number of warm workers kept ready.
+Every cap is named ``max_<what>`` with its unit, the one vocabulary of the project: the
+CLI builds a ``Limits``, the TypeScript guest derives its QuickJS limits from one, and
+error messages name fields as ``Limits.<field>``. Defaults: 60 s of busy compute, a
+600 s wall-clock ceiling, 64 MiB of JSON-metered output and 512 MiB of memory (the budgets
+programs written for other code-mode hosts expect), plus the sub-call cap, the
+argument-bytes budget, the nesting cap, the bridge frame cap and the warm pool size.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ _MIN_FRAME_BYTES = 64 * 1024
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Per-run limits of a sandbox runtime; every field must be a positive number.
 
-    - ``compute_ms``: CPU time the worker may burn (awaiting a binding accrues nothing).
+    - ``max_compute_ms``: CPU time the worker may burn (awaiting a binding accrues nothing).
     - ``max_wall_ms``: wall-clock ceiling of one run.
     - ``max_output_bytes``: JSON bytes of the log array plus the value or diagnostic.
     - ``max_memory_bytes``: address-space limit of the worker process.
@@ -38,7 +40,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     - ``pool_size``: warm workers kept ready.
     """
 
-    compute_ms: float = 60_000
+    max_compute_ms: float = 60_000
     max_wall_ms: float = 600_000
     max_output_bytes: int = 64 * 2**20
     max_memory_bytes: int = 512 * 2**20
@@ -50,7 +52,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         for key in (
-            "compute_ms",
+            "max_compute_ms",
             "max_wall_ms",
             "max_output_bytes",
             "max_memory_bytes",
@@ -71,16 +73,16 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "pool_size",
         ):
             if not isinstance(getattr(self, key), int):
-                raise ValueError(f"config.{key} must be an integer")
+                raise ValueError(f"Limits.{key} must be an integer")
         if self.max_output_bytes < 4:
-            raise ValueError("config.max_output_bytes must be at least 4")
+            raise ValueError("Limits.max_output_bytes must be at least 4")
         if self.max_frame_bytes is not None:
             if not isinstance(self.max_frame_bytes, int):
-                raise ValueError("config.max_frame_bytes must be an integer")
+                raise ValueError("Limits.max_frame_bytes must be an integer")
             if self.max_frame_bytes < _MIN_FRAME_BYTES:
-                raise ValueError(f"config.max_frame_bytes must be at least {_MIN_FRAME_BYTES}")
+                raise ValueError(f"Limits.max_frame_bytes must be at least {_MIN_FRAME_BYTES}")
         if self.frame_bytes >= 2**32:
-            raise ValueError("config.max_frame_bytes must be below 4 GiB")
+            raise ValueError("Limits.max_frame_bytes must be below 4 GiB")
 
     @property
     def frame_bytes(self) -> int:
@@ -97,4 +99,4 @@ def _check_positive(key: str, value: object) -> None:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise ValueError(f"config.{key} must be a positive number")
+        raise ValueError(f"Limits.{key} must be a positive number")

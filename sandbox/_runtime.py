@@ -46,7 +46,7 @@ class ProcessRuntime:
     isolation: ClassVar[str] = "process"
     guest: ClassVar[str] = ""
     guest_modules: ClassVar[dict[str, str]] = {}
-    # Extra CPU the supervisor allows past ``compute_ms`` before killing: for guests that
+    # Extra CPU the supervisor allows past ``max_compute_ms`` before killing: for guests that
     # stop themselves at the budget (see ``_supervisor``).
     _compute_grace_s: ClassVar[float] = 0.0
 
@@ -63,7 +63,7 @@ class ProcessRuntime:
 
     def _boundary(self) -> BoundarySpec:
         # The kernel's CPU limit is a backstop behind the supervisor's 25 ms polling.
-        cpu_seconds = math.ceil(self.limits.compute_ms / 1000) + 2
+        cpu_seconds = math.ceil(self.limits.max_compute_ms / 1000) + 2
         return BoundarySpec(memory_bytes=self.limits.max_memory_bytes, cpu_seconds=cpu_seconds)
 
     def _warm_options(self) -> dict[str, dict[str, Any]]:

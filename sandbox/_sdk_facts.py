@@ -32,11 +32,11 @@ _PY_ASYNCIO_FALLBACK = ("gather", "sleep")
 
 def _limits(limits: Limits) -> dict[str, Any]:
     return {
-        "compute_ms": limits.compute_ms,
-        "wall_ms": limits.max_wall_ms,
-        "memory_bytes": limits.max_memory_bytes,
-        "output_bytes": limits.max_output_bytes,
-        "sub_calls": limits.max_sub_calls,
+        "max_compute_ms": limits.max_compute_ms,
+        "max_wall_ms": limits.max_wall_ms,
+        "max_memory_bytes": limits.max_memory_bytes,
+        "max_output_bytes": limits.max_output_bytes,
+        "max_sub_calls": limits.max_sub_calls,
     }
 
 

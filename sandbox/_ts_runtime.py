@@ -21,6 +21,7 @@ from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
 
 from ._limits import Limits
 from ._runtime import ProcessRuntime
+from .typescript._options import TsGuestOptions
 from .typescript._strip import TypeStripError, strip_types
 
 __all__ = ["TypeScriptRuntime"]
@@ -46,14 +47,10 @@ class TypeScriptRuntime(ProcessRuntime):
         self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
     ) -> None:
         super().__init__(limits, _guests=_guests)
-        # The worker builds its QuickJS limits from these (``typescript._worker._limits``); the
-        # same dict travels in every ``run`` frame, so a worker prepared with other
-        # options (none yet) builds a fresh context instead.
-        self._options: dict[str, Any] = {
-            "compute_ms": self.limits.compute_ms,
-            "max_output_bytes": self.limits.max_output_bytes,
-            "max_memory_bytes": self.limits.max_memory_bytes,
-        }
+        # The worker builds its QuickJS limits from these (``TsGuestOptions``); the same
+        # options travel in every ``run`` frame, so a worker prepared with other options
+        # builds a fresh context instead.
+        self._options: dict[str, Any] = msgspec.to_builtins(TsGuestOptions.from_limits(self.limits))
 
     async def __aenter__(self) -> TypeScriptRuntime:
         await super().__aenter__()

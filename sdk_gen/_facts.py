@@ -15,7 +15,8 @@ more than this renderer cannot break the prompt.
 ``syntax``
     one sentence on what TypeScript syntax is transformed or refused.
 ``limits``
-    ``compute_ms``, ``wall_ms``, ``memory_bytes``, ``output_bytes``, ``sub_calls``.
+    the ``Limits`` field names: ``max_compute_ms``, ``max_wall_ms``, ``max_memory_bytes``,
+    ``max_output_bytes``, ``max_sub_calls``.
 ``workspace``
     the workspace root file tools resolve relative paths against.
 ``read_before_write``
@@ -63,11 +64,11 @@ def _bytes(count: float) -> str:
 def _limits(limits: Mapping[str, Any]) -> str | None:
     parts: list[str] = []
     renderers: tuple[tuple[str, Callable[[float], str]], ...] = (
-        ("compute_ms", lambda v: f"{_seconds(v)} CPU (awaiting tools is free)"),
-        ("wall_ms", lambda v: f"{_seconds(v)} wall"),
-        ("memory_bytes", lambda v: f"{_bytes(v)} memory"),
-        ("output_bytes", lambda v: f"{_bytes(v)} output"),
-        ("sub_calls", lambda v: f"{int(v):,} tool calls"),
+        ("max_compute_ms", lambda v: f"{_seconds(v)} CPU (awaiting tools is free)"),
+        ("max_wall_ms", lambda v: f"{_seconds(v)} wall"),
+        ("max_memory_bytes", lambda v: f"{_bytes(v)} memory"),
+        ("max_output_bytes", lambda v: f"{_bytes(v)} output"),
+        ("max_sub_calls", lambda v: f"{int(v):,} tool calls"),
     )
     for key, render in renderers:
         value = _number(limits.get(key))

@@ -20,7 +20,7 @@ from codemode.engine import (
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
 
 LIMITS = Limits(
-    compute_ms=1000,
+    max_compute_ms=1000,
     max_wall_ms=20_000,
     max_output_bytes=4096,
     max_memory_bytes=128 * 2**20,

@@ -228,7 +228,7 @@ class Session:
             self.settle("exception", "program is too large for the bridge")
 
     async def _watchdog(self, pid: int, baseline: int) -> None:
-        budget_ns = self.limits.compute_ms * 1e6 + self.compute_grace_s * 1e9
+        budget_ns = self.limits.max_compute_ms * 1e6 + self.compute_grace_s * 1e9
         deadline = time.monotonic() + self.limits.max_wall_ms / 1000
         while True:
             remaining = deadline - time.monotonic()
@@ -244,7 +244,7 @@ class Session:
                 return
 
     def _compute_message(self) -> str:
-        return f"compute budget exhausted ({_ms(self.limits.compute_ms)}ms busy)"
+        return f"compute budget exhausted ({_ms(self.limits.max_compute_ms)}ms busy)"
 
     async def _read(self, bridge: HostBridge) -> None:
         def on_frame(frame: HostFrame, size: int) -> None:

@@ -38,7 +38,7 @@ most ``timer_delay()`` and calls ``run_timers()``. A run with no pending call, n
 and no timer can never finish and fails as the reference's drained worker does.
 
 The context must only ever be used from the thread that made it, and that thread needs
-a native stack well above ``stack_bytes`` (the main thread's 8 MiB).
+a native stack well above ``max_stack_bytes`` (the main thread's 8 MiB).
 """
 
 from __future__ import annotations
@@ -93,19 +93,19 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 class JsLimits(msgspec.Struct, frozen=True):
     """Per-run limits: CPU budget, heap ceiling, native stack (at most 1 MiB), output."""
 
-    compute_ms: int = 60_000
-    memory_bytes: int = 512 * 2**20
-    stack_bytes: int = MAX_STACK_BYTES
+    max_compute_ms: int = 60_000
+    max_heap_bytes: int = 512 * 2**20
+    max_stack_bytes: int = MAX_STACK_BYTES
     max_output_bytes: int = 64 * 2**20
 
     def __post_init__(self) -> None:
         for field in self.__struct_fields__:
             if getattr(self, field) <= 0:
                 raise ValueError(f"JsLimits.{field} must be positive")
-        if self.stack_bytes > MAX_STACK_BYTES:
-            raise ValueError(f"JsLimits.stack_bytes must be at most {MAX_STACK_BYTES}")
-        if self.memory_bytes < MIN_MEMORY_BYTES:
-            raise ValueError(f"JsLimits.memory_bytes must be at least {MIN_MEMORY_BYTES}")
+        if self.max_stack_bytes > MAX_STACK_BYTES:
+            raise ValueError(f"JsLimits.max_stack_bytes must be at most {MAX_STACK_BYTES}")
+        if self.max_heap_bytes < MIN_MEMORY_BYTES:
+            raise ValueError(f"JsLimits.max_heap_bytes must be at least {MIN_MEMORY_BYTES}")
 
 
 class JsBinding(msgspec.Struct, frozen=True):
@@ -211,20 +211,20 @@ class JsGuest:
         self._limits = limits = limits if limits is not None else JsLimits()
         prelude, inspect, pad = _sources()
         self._ctx: Any = _quickjs.Context()
-        self._ctx.set_memory_limit(limits.memory_bytes)
-        self._ctx.set_max_stack_size(limits.stack_bytes)
+        self._ctx.set_memory_limit(limits.max_heap_bytes)
+        self._ctx.set_max_stack_size(limits.max_stack_bytes)
         self._ctx.set_time_limit(_HOUSEKEEPING_SECONDS)
         config = json.dumps(
             {
                 "pad": pad,
                 "maxOutputBytes": limits.max_output_bytes,
-                "memoryBytes": limits.memory_bytes,
+                "memoryBytes": limits.max_heap_bytes,
                 "stackTraceLimit": _STACK_TRACE_LIMIT,
             }
         )
         make_inspect = self._ctx.eval(inspect)
         self._host: Any = self._ctx.eval(prelude)(make_inspect, config)
-        self._budget = limits.compute_ms / 1000
+        self._budget = limits.max_compute_ms / 1000
         self._busy = 0.0  # CPU charged by finished slices
         self._slice_start = self._slice_busy = 0.0
         self._state: GuestState = _RUNNING
@@ -367,14 +367,14 @@ class JsGuest:
         return self._host(op)
 
     def _timeout_message(self) -> str:
-        return COMPUTE_EXHAUSTED.format(self._limits.compute_ms)
+        return COMPUTE_EXHAUSTED.format(self._limits.max_compute_ms)
 
     def _engine_error(self, text: str) -> None:
         """Classify an exception that escaped JS (only uncatchable ones can)."""
         if self._fail_flagged():
             return
         if "out of memory" in text:
-            self._fail("memory", MEMORY_EXCEEDED.format(self._limits.memory_bytes))
+            self._fail("memory", MEMORY_EXCEEDED.format(self._limits.max_heap_bytes))
         elif text.startswith("InternalError: interrupted"):
             self._fail("timeout", self._timeout_message())
         else:
@@ -391,7 +391,7 @@ class JsGuest:
         except _quickjs.JSException:
             return 0
         if flags & _FLAG_OOM:
-            self._fail("memory", MEMORY_EXCEEDED.format(self._limits.memory_bytes))
+            self._fail("memory", MEMORY_EXCEEDED.format(self._limits.max_heap_bytes))
         elif flags & _FLAG_RECURSION:
             self._fail("recursion", RECURSION_EXCEEDED)
         elif flags & _FLAG_FORBIDDEN:
@@ -408,7 +408,7 @@ class JsGuest:
         try:
             if self._fail_flagged() & _FLAG_OOM:
                 # Room to collect what the program printed before it ran out.
-                self._ctx.set_memory_limit(self._limits.memory_bytes + 64 * 2**20)
+                self._ctx.set_memory_limit(self._limits.max_heap_bytes + 64 * 2**20)
                 self._ctx.gc()
             payload = json.loads(self._housekeeping(_OP_POLL))
         except Exception as exc:  # the engine or the binding broke; the run cannot go on

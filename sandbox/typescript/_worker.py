@@ -57,6 +57,7 @@ from ._guest import (
     JsGuest,
     JsLimits,
 )
+from ._options import TsGuestOptions
 
 __all__ = ["serve", "warm", "warm_worker"]
 
@@ -104,19 +105,20 @@ def _address_space_in_use() -> int:
         return 64 * 2**20
 
 
-def _limits(options: dict[str, Any]) -> JsLimits:
-    """QuickJS limits for the runtime's options (``compute_ms``, ``max_output_bytes``,
-    ``max_memory_bytes``): the heap gets most of what the address-space rlimit leaves."""
-    memory = int(options["max_memory_bytes"])
+def _limits(raw: dict[str, Any]) -> JsLimits:
+    """QuickJS limits for the runtime's options: the heap gets most of what the
+    address-space rlimit leaves."""
+    options = msgspec.convert(raw, TsGuestOptions)
+    memory = options.max_memory_bytes
     soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
         memory = min(memory, soft)
     free = memory - _address_space_in_use()
     heap = max(MIN_MEMORY_BYTES, free - free // _PYTHON_SHARE)
     return JsLimits(
-        compute_ms=math.ceil(options["compute_ms"]),
-        memory_bytes=heap,
-        max_output_bytes=int(options["max_output_bytes"]),
+        max_compute_ms=math.ceil(options.max_compute_ms),
+        max_heap_bytes=heap,
+        max_output_bytes=options.max_output_bytes,
     )
 
 
@@ -271,7 +273,7 @@ return { caught, x, y, n: [...seen.keys()].length };
 
 def warm() -> None:
     """Import and exercise what a run needs (called in the fork server)."""
-    guest = JsGuest(JsLimits(compute_ms=5_000, memory_bytes=64 * 2**20))
+    guest = JsGuest(JsLimits(max_compute_ms=5_000, max_heap_bytes=64 * 2**20))
     guest.start(_WARM_PROGRAM, [JsBinding("tools", ("echo", "fail"))])
     for _ in range(10):
         if not isinstance(guest.state, GuestRunning):

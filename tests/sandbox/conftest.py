@@ -20,7 +20,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def runtime() -> AsyncIterator[PythonRuntime]:
-    async with PythonRuntime(Limits(compute_ms=10_000, max_wall_ms=30_000)) as rt:
+    async with PythonRuntime(Limits(max_compute_ms=10_000, max_wall_ms=30_000)) as rt:
         yield rt
 
 

@@ -32,7 +32,9 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
         "python": "codemode.sandbox.python._guest",
         "raw": "codemode.sandbox.worker._raw_guest",
     }
-    limits = Limits(compute_ms=5_000, max_wall_ms=20_000, max_memory_bytes=MEMORY, max_sub_calls=5)
+    limits = Limits(
+        max_compute_ms=5_000, max_wall_ms=20_000, max_memory_bytes=MEMORY, max_sub_calls=5
+    )
     async with PythonRuntime(limits, _guests=guests) as rt:
         yield rt
 

@@ -378,7 +378,7 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
         "python": "codemode.sandbox.python._guest",
         "raw": "codemode.sandbox.worker._raw_guest",
     }
-    async with PythonRuntime(Limits(compute_ms=10_000), _guests=guests) as runtime:
+    async with PythonRuntime(Limits(max_compute_ms=10_000), _guests=guests) as runtime:
         yield runtime
 
 

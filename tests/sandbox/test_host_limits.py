@@ -26,7 +26,7 @@ _INLINE_BYTES = 64 * 1024  # sandbox._bridge: payloads above it are decoded off 
 
 pytestmark = pytest.mark.anyio
 
-LIMITS = Limits(compute_ms=10_000, max_wall_ms=30_000, pool_size=1)
+LIMITS = Limits(max_compute_ms=10_000, max_wall_ms=30_000, pool_size=1)
 
 # A program fragment building ``deep(n)``: [[...["leaf"]...]], n lists deep.
 PY_DEEP = "def deep(n):\n    v = 'leaf'\n    for _ in range(n):\n        v = [v]\n    return v\n"
@@ -238,10 +238,10 @@ async def test_default_limits() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"max_call_bytes": 0}, "config.max_call_bytes must be a positive number"),
-        ({"max_nesting_depth": -1}, "config.max_nesting_depth must be a positive number"),
-        ({"max_nesting_depth": 2.5}, "config.max_nesting_depth must be an integer"),
-        ({"max_call_bytes": True}, "config.max_call_bytes must be a positive number"),
+        ({"max_call_bytes": 0}, "Limits.max_call_bytes must be a positive number"),
+        ({"max_nesting_depth": -1}, "Limits.max_nesting_depth must be a positive number"),
+        ({"max_nesting_depth": 2.5}, "Limits.max_nesting_depth must be an integer"),
+        ({"max_call_bytes": True}, "Limits.max_call_bytes must be a positive number"),
     ],
 )
 async def test_limits_are_validated(options: dict[str, Any], message: str) -> None:

@@ -31,7 +31,9 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
         "python": "codemode.sandbox.python._guest",
         "raw": "codemode.sandbox.worker._raw_guest",
     }
-    async with PythonRuntime(Limits(compute_ms=5_000, max_wall_ms=20_000), _guests=guests) as rt:
+    async with PythonRuntime(
+        Limits(max_compute_ms=5_000, max_wall_ms=20_000), _guests=guests
+    ) as rt:
         yield rt
 
 

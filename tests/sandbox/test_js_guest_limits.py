@@ -10,8 +10,8 @@ from codemode.sandbox.typescript._catch import guard_catches
 from codemode.sandbox.typescript._guest import GuestDone, GuestRunning, JsBinding, JsGuest, JsLimits
 from test_js_guest import TOOLS, drive, state_of
 
-FAST = JsLimits(compute_ms=300)
-SMALL = JsLimits(compute_ms=5_000, memory_bytes=32 * 2**20)
+FAST = JsLimits(max_compute_ms=300)
+SMALL = JsLimits(max_compute_ms=5_000, max_heap_bytes=32 * 2**20)
 TIMEOUT = ("timeout", "compute budget exhausted (300ms busy)")
 MEMORY = ("memory", f"memory limit exceeded ({32 * 2**20} bytes)")
 
@@ -162,7 +162,7 @@ def test_a_log_flood_keeps_the_fitting_prefix_and_truncates_the_last_entry() -> 
     ],
 )
 def test_output_floods_end_the_run_even_when_swallowed(program: str) -> None:
-    outcome = drive(program, limits=JsLimits(compute_ms=500, max_output_bytes=10_000))
+    outcome = drive(program, limits=JsLimits(max_compute_ms=500, max_output_bytes=10_000))
     assert outcome.error == ("output-limit", "outer output exceeded 10000 bytes")
     assert len(json.dumps(outcome.logs, separators=(",", ":")).encode()) <= 10_000
 
@@ -263,10 +263,10 @@ def test_many_calls_in_one_slice() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"stack_bytes": 2 * 2**20}, "JsLimits.stack_bytes must be at most 1048576"),
-        ({"compute_ms": 0}, "JsLimits.compute_ms must be positive"),
-        ({"memory_bytes": -1}, "JsLimits.memory_bytes must be positive"),
-        ({"memory_bytes": 2**20}, "JsLimits.memory_bytes must be at least 8388608"),
+        ({"max_stack_bytes": 2 * 2**20}, "JsLimits.max_stack_bytes must be at most 1048576"),
+        ({"max_compute_ms": 0}, "JsLimits.max_compute_ms must be positive"),
+        ({"max_heap_bytes": -1}, "JsLimits.max_heap_bytes must be positive"),
+        ({"max_heap_bytes": 2**20}, "JsLimits.max_heap_bytes must be at least 8388608"),
         ({"max_output_bytes": 0}, "JsLimits.max_output_bytes must be positive"),
     ],
 )
@@ -276,7 +276,7 @@ def test_limits_are_validated(kwargs: dict[str, int], message: str) -> None:
 
 
 def test_a_guest_can_be_made_before_its_program_arrives() -> None:
-    guest = JsGuest(JsLimits(compute_ms=1_000))
+    guest = JsGuest(JsLimits(max_compute_ms=1_000))
     assert guest.state == GuestRunning()
     guest.start(
         "return [typeof tools.x, typeof extra.y]",

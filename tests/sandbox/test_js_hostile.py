@@ -20,7 +20,7 @@ from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
 pytestmark = pytest.mark.anyio
 
 LIMITS = Limits(
-    compute_ms=1_000,
+    max_compute_ms=1_000,
     max_wall_ms=3_000,
     max_memory_bytes=192 * 2**20,
     max_output_bytes=10_000,

@@ -55,7 +55,7 @@ async def settle_threads(expected: int) -> int:
 async def test_clean_shutdown_leaks_nothing() -> None:
     fds, children, threads = open_fds(), child_pids(), threading.active_count()
     workers: list[int] = []
-    async with PythonRuntime(Limits(pool_size=2, compute_ms=300)) as rt:
+    async with PythonRuntime(Limits(pool_size=2, max_compute_ms=300)) as rt:
         run = make_runner(rt)
         server = rt._pool.server_pid  # type: ignore[union-attr]
         assert ok(await run("return 1")) == 1

@@ -16,7 +16,7 @@ from sandbox_helpers import Run, bindings, err, make_runner, ok
 pytestmark = pytest.mark.anyio
 
 LIMITS = Limits(
-    compute_ms=400,
+    max_compute_ms=400,
     max_wall_ms=3_000,
     max_memory_bytes=192 * 2**20,
     max_output_bytes=1_000,
@@ -286,15 +286,15 @@ async def test_disposal_aborts_in_flight_runs() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"compute_ms": 0}, "config.compute_ms must be a positive number"),
-        ({"max_wall_ms": -1}, "config.max_wall_ms must be a positive number"),
-        ({"max_output_bytes": float("nan")}, "config.max_output_bytes must be a positive number"),
-        ({"max_memory_bytes": True}, "config.max_memory_bytes must be a positive number"),
-        ({"max_sub_calls": "10"}, "config.max_sub_calls must be a positive number"),
-        ({"pool_size": 0}, "config.pool_size must be a positive number"),
-        ({"max_output_bytes": 3}, "config.max_output_bytes must be at least 4"),
-        ({"max_frame_bytes": 10}, "config.max_frame_bytes must be at least 65536"),
-        ({"max_memory_bytes": 1.5}, "config.max_memory_bytes must be an integer"),
+        ({"max_compute_ms": 0}, "Limits.max_compute_ms must be a positive number"),
+        ({"max_wall_ms": -1}, "Limits.max_wall_ms must be a positive number"),
+        ({"max_output_bytes": float("nan")}, "Limits.max_output_bytes must be a positive number"),
+        ({"max_memory_bytes": True}, "Limits.max_memory_bytes must be a positive number"),
+        ({"max_sub_calls": "10"}, "Limits.max_sub_calls must be a positive number"),
+        ({"pool_size": 0}, "Limits.pool_size must be a positive number"),
+        ({"max_output_bytes": 3}, "Limits.max_output_bytes must be at least 4"),
+        ({"max_frame_bytes": 10}, "Limits.max_frame_bytes must be at least 65536"),
+        ({"max_memory_bytes": 1.5}, "Limits.max_memory_bytes must be an integer"),
     ],
 )
 def test_limits_validation(kwargs: dict[str, object], message: str) -> None:
@@ -304,7 +304,7 @@ def test_limits_validation(kwargs: dict[str, object], message: str) -> None:
 
 def test_limits_defaults() -> None:
     limits = Limits()
-    assert (limits.compute_ms, limits.max_wall_ms) == (60_000, 600_000)
+    assert (limits.max_compute_ms, limits.max_wall_ms) == (60_000, 600_000)
     assert (limits.max_output_bytes, limits.max_memory_bytes) == (64 * 2**20, 512 * 2**20)
     assert limits.frame_bytes == 65 * 2**20
 

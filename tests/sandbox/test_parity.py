@@ -37,9 +37,9 @@ RUNTIMES: dict[str, type[ProcessRuntime]] = {
     "python": PythonRuntime,
     "typescript": TypeScriptRuntime,
 }
-NORMAL = Limits(compute_ms=10_000, max_wall_ms=30_000)
+NORMAL = Limits(max_compute_ms=10_000, max_wall_ms=30_000)
 TIGHT = Limits(
-    compute_ms=400,
+    max_compute_ms=400,
     max_wall_ms=2_000,
     max_memory_bytes=192 * 2**20,
     max_output_bytes=1_000,

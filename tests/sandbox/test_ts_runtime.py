@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(scope="module")
 async def ts() -> AsyncIterator[TypeScriptRuntime]:
-    async with TypeScriptRuntime(Limits(compute_ms=10_000, max_wall_ms=30_000)) as runtime:
+    async with TypeScriptRuntime(Limits(max_compute_ms=10_000, max_wall_ms=30_000)) as runtime:
         yield runtime
 
 
@@ -213,7 +213,7 @@ def children_of(pid: int) -> list[int]:
 async def test_clean_shutdown_leaks_nothing() -> None:
     fds = set(os.listdir("/proc/self/fd"))
     threads = threading.active_count()
-    async with TypeScriptRuntime(Limits(pool_size=2, compute_ms=300)) as runtime:
+    async with TypeScriptRuntime(Limits(pool_size=2, max_compute_ms=300)) as runtime:
         run = make_runner(runtime)
         server = runtime._pool.server_pid  # type: ignore[union-attr]
         assert ok(await run("return 1")) == 1

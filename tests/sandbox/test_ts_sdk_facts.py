@@ -11,7 +11,7 @@ from codemode.sandbox.python._modules import ALLOWED_MODULES
 from sandbox_helpers import add_tool
 
 LIMITS = Limits(
-    compute_ms=7_000, max_wall_ms=90_000, max_memory_bytes=256 * 2**20,
+    max_compute_ms=7_000, max_wall_ms=90_000, max_memory_bytes=256 * 2**20,
     max_output_bytes=2 * 2**20, max_sub_calls=321,
 )  # fmt: skip
 
