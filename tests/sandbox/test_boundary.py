@@ -40,7 +40,7 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
 async def raw(runtime: PythonRuntime, program: str) -> CodeRunResult:
     request = CodeRunRequest(program, bindings(), AbortController().signal)
     with anyio.fail_after(30):
-        return await runtime._run_session(request, "raw")
+        return await runtime._run_guest(request, "raw")
 
 
 async def probe(runtime: PythonRuntime, program: str) -> Any:
@@ -92,7 +92,7 @@ async def test_python_runtime_does_not_offer_the_raw_guest() -> None:
 
 async def test_raw_guest_is_not_served_unless_registered(runtime: PythonRuntime) -> None:
     request = CodeRunRequest("result = 1", bindings(), AbortController().signal)
-    assert err(await runtime._run_session(request, "raw")) == 'unknown guest "raw"'
+    assert err(await runtime._run_guest(request, "raw")) == 'unknown guest "raw"'
 
 
 # -- seccomp ----------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def other_workspace() -> Iterator[tuple[Path, str]]:
 async def probe(runtime: PythonRuntime, program: str) -> Any:
     request = CodeRunRequest(program, bindings(), AbortController().signal)
     with anyio.fail_after(30):
-        return ok(await runtime._run_session(request, "raw"))
+        return ok(await runtime._run_guest(request, "raw"))
 
 
 def attempt(expression: str) -> str:
@@ -337,7 +337,7 @@ async def main():
                 "except OSError as e:\n    result = ['denied', e.strerror]\n" % expression
             )
             request = CodeRunRequest(program, [Binding("tools", {}, ErrorClass())], AbortController().signal)
-            result = await rt._run_session(request, "raw")
+            result = await rt._run_guest(request, "raw")
             out[name] = result.value if result.error is None else ["error", result.error.message]
         worker = await rt._pool._spawn()
         notes = rt._pool._server.notes + worker.notes

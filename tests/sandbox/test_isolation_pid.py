@@ -38,7 +38,7 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
 async def probe(runtime: PythonRuntime, program: str) -> object:
     request = CodeRunRequest(program, bindings(), AbortController().signal)
     with anyio.fail_after(30):
-        return ok(await runtime._run_session(request, "raw"))
+        return ok(await runtime._run_guest(request, "raw"))
 
 
 def ns_pids(pid: int) -> list[int]:

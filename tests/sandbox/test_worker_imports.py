@@ -50,7 +50,7 @@ async def runtime_with_raw(request: pytest.FixtureRequest) -> AsyncIterator[Pyth
 async def test_worker_holds_no_host_side_module(runtime_with_raw: PythonRuntime) -> None:
     request = CodeRunRequest(PROBE, bindings(), AbortController().signal)
     with anyio.fail_after(30):
-        result = await runtime_with_raw._run_session(request, "raw")
+        result = await runtime_with_raw._run_guest(request, "raw")
     assert ok(result) == []
 
 
@@ -59,4 +59,4 @@ async def test_worker_holds_the_worker_side(runtime_with_raw: PythonRuntime) -> 
     program = "import sys\nresult = 'codemode.sandbox.worker._forkserver' in sys.modules\n"
     request = CodeRunRequest(program, bindings(), AbortController().signal)
     with anyio.fail_after(30):
-        assert ok(await runtime_with_raw._run_session(request, "raw")) is True
+        assert ok(await runtime_with_raw._run_guest(request, "raw")) is True
