@@ -539,8 +539,10 @@ _WARM_PROGRAM = (
 )
 
 
-def warm_worker(loop: asyncio.AbstractEventLoop) -> None:
+def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
     """Run a small program once in a fresh worker, before it reports ``ready``.
+
+    ``options`` is unused: the Python guest needs none of the runtime's limits ahead of time.
 
     A forked worker shares its pages with the fork server; the first run touches (and so
     copies) a few megabytes of them. Doing that here keeps it off the run's latency.
