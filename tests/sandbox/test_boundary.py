@@ -151,7 +151,7 @@ async def test_seccomp_denies(raw_runtime: PythonRuntime, call: str) -> None:
         "if pid == 0:\n"
         "    os._exit(0)\n"
     )
-    assert await probe(raw_runtime, program) in ("EPERM", "ENOSYS", "EACCES")
+    assert await probe(raw_runtime, program) == "EPERM"
 
 
 @pytest.mark.parametrize("pid", [2, 4242, 2**22, 2**31 - 1])
@@ -248,7 +248,7 @@ async def test_empty_environment_and_empty_read_only_cwd(raw_runtime: PythonRunt
         host_cwd = os.readlink(f"/proc/{pid}/cwd")
     assert os.path.basename(host_cwd).startswith("codemode-worker-")
     assert os.listdir(host_cwd) == []
-    assert await probe(raw_runtime, errno_of("open('new-file', 'w')")) in ("EPERM", "EACCES")
+    assert await probe(raw_runtime, errno_of("open('new-file', 'w')")) == "EPERM"
 
 
 async def test_only_the_bridge_is_inherited(raw_runtime: PythonRuntime) -> None:
