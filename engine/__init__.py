@@ -25,6 +25,7 @@ from ._session import SessionLog as SessionLog
 from ._session import SqliteSessionLog as SqliteSessionLog
 from ._signals import AbortController as AbortController
 from ._signals import AbortSignal as AbortSignal
+from ._signals import reason_text as reason_text
 from ._types import Accept as Accept
 from ._types import Allow as Allow
 from ._types import Ask as Ask
@@ -94,5 +95,6 @@ __all__ = [
     "ToolSchema",
     "ToolTimeoutError",
     "define_tool",
+    "reason_text",
     "text",
 ]

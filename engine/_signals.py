@@ -137,7 +137,12 @@ class AbortController:
 
 
 def reason_text(reason: Any) -> str:
-    """Render an abort reason the way ``String(reason)`` would in the reference."""
+    """The text of an abort reason, as every ``abort`` error message shows it.
+
+    An exception renders as its message (or its class name when the message is empty),
+    ``None`` as ``"This operation was aborted"`` (the default reason of ``abort()``), and
+    anything else as ``str(reason)``, like JavaScript's ``String(reason)``.
+    """
     if isinstance(reason, BaseException):
         return str(reason) or type(reason).__name__
     if reason is None:

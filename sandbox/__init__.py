@@ -5,11 +5,27 @@ Public names only; implementation lives in private modules (see ``sandbox/README
 
 from __future__ import annotations
 
-from ._limits import Limits as Limits
-from ._runtime import ProcessRuntime as ProcessRuntime
-from ._runtime import PythonRuntime as PythonRuntime
-from ._runtime import RuntimeStats as RuntimeStats
-from ._ts_runtime import TypeScriptRuntime as TypeScriptRuntime
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._limits import Limits as Limits
+    from ._runtime import ProcessRuntime as ProcessRuntime
+    from ._runtime import PythonRuntime as PythonRuntime
+    from ._runtime import RuntimeStats as RuntimeStats
+    from ._ts_runtime import TypeScriptRuntime as TypeScriptRuntime
+
+# The names load on first access (PEP 562) so that the fork server and its workers, which
+# import ``codemode.sandbox.worker`` and the guests, never load the host side (anyio, the
+# engine) through this package's ``__init__``.
+#: public name -> the private module that defines it.
+_LAZY = {
+    "Limits": "._limits",
+    "ProcessRuntime": "._runtime",
+    "PythonRuntime": "._runtime",
+    "RuntimeStats": "._runtime",
+    "TypeScriptRuntime": "._ts_runtime",
+}
 
 __all__ = [
     "Limits",
@@ -18,3 +34,16 @@ __all__ = [
     "RuntimeStats",
     "TypeScriptRuntime",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

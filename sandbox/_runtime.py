@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 
 import anyio
 import msgspec
-from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
+from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult, reason_text
 from codemode.engine.code_mode._seam import validate_bindings
 
 from ._limits import Limits
 from .host._pool import PoolStats, WorkerPool
-from .host._supervisor import Session, reason_text
+from .host._supervisor import RunSupervisor
 from .worker._boundary import BoundarySpec
 
 __all__ = ["ProcessRuntime", "PythonRuntime", "RuntimeStats"]
@@ -56,7 +56,7 @@ class ProcessRuntime:
         self.limits = limits if limits is not None else Limits()
         self._guests = dict(_guests) if _guests is not None else dict(self.guest_modules)
         self._pool: WorkerPool | None = None
-        self._sessions: set[Session] = set()
+        self._runs: set[RunSupervisor] = set()
         self._closed = False
         self._idle = anyio.Event()
         self.stats = RuntimeStats()
@@ -110,10 +110,10 @@ class ProcessRuntime:
         if self._closed:
             return
         self._closed = True
-        for session in list(self._sessions):
-            session.dispose()
+        for supervisor in list(self._runs):
+            supervisor.dispose()
         with anyio.CancelScope(shield=True), anyio.move_on_after(_DISPOSE_TIMEOUT):
-            while self._sessions:
+            while self._runs:
                 self._idle = anyio.Event()
                 await self._idle.wait()
         if self._pool is not None:
@@ -141,31 +141,31 @@ class ProcessRuntime:
 
     async def _execute(self, request: CodeRunRequest) -> CodeRunResult:
         """Run a validated, not yet aborted request (a guest may preprocess it first)."""
-        return await self._run_session(request, self.guest)
+        return await self._run_guest(request, self.guest)
 
-    async def _run_session(
+    async def _run_guest(
         self, request: CodeRunRequest, guest: str, options: dict[str, Any] | None = None
     ) -> CodeRunResult:
         assert self._pool is not None
-        session = Session(
+        supervisor = RunSupervisor(
             request,
             self.limits,
             guest=guest,
             options=options,
             compute_grace_s=self._compute_grace_s,
         )
-        self._sessions.add(session)
+        self._runs.add(supervisor)
         self.stats.runs += 1
         try:
-            return await session.run(self._pool)
+            return await supervisor.run(self._pool)
         finally:
-            self._sessions.discard(session)
+            self._runs.discard(supervisor)
             self._idle.set()
-            self.stats.dropped_frames += session.dropped
+            self.stats.dropped_frames += supervisor.dropped
 
     def _active_worker_pids(self) -> list[int]:
         """Pids of workers currently running a program (test hook)."""
-        return [s.worker.pid for s in self._sessions if s.worker is not None]
+        return [s.worker.pid for s in self._runs if s.worker is not None]
 
 
 class PythonRuntime(ProcessRuntime):

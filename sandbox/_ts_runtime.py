@@ -65,4 +65,4 @@ class TypeScriptRuntime(ProcessRuntime):
         except TypeStripError as exc:
             return CodeRunResult(logs=[], error=CodeRunError("syntax", exc.message))
         stripped = msgspec.structs.replace(request, program=program)
-        return await self._run_session(stripped, self.guest, self._options)
+        return await self._run_guest(stripped, self.guest, self._options)

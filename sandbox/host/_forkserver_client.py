@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import array
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -33,22 +32,12 @@ _log = logging.getLogger("sandbox")
 
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 10.0
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sandbox/
 
-# The server imports ``codemode.sandbox`` through bare package stubs, so the host-only
-# modules of the packages' ``__init__`` (anyio, engine) never load into the fork server or
-# workers.
-_BOOT = (
-    "import sys, types\n"
-    "root = types.ModuleType('codemode')\n"
-    "root.__path__ = []\n"
-    "pkg = types.ModuleType('codemode.sandbox')\n"
-    "pkg.__path__ = [sys.argv[1]]\n"
-    "sys.modules['codemode'] = root\n"
-    "sys.modules['codemode.sandbox'] = pkg\n"
-    "from codemode.sandbox.worker._forkserver import main\n"
-    "main(sys.argv[2])\n"
-)
+# A plain import: ``-I`` keeps the working directory and the user's site off ``sys.path``
+# but not the install's site-packages, where ``codemode`` lives. ``codemode`` and
+# ``codemode.sandbox`` load their public names lazily, so this pulls in the worker side
+# only (no anyio, no engine); ``tests/sandbox/test_worker_imports.py`` checks it.
+_BOOT = "import sys\nfrom codemode.sandbox.worker._forkserver import main\nmain(sys.argv[1])\n"
 
 
 class ForkServerError(RuntimeError):
@@ -132,7 +121,7 @@ class ForkServerClient:
         )
         command = [
             sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOT,
-            _PACKAGE_DIR, msgspec.json.encode(config).decode(),
+            msgspec.json.encode(config).decode(),
         ]  # fmt: skip
         try:
             self._process = await anyio.open_process(

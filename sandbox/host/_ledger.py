@@ -1,11 +1,8 @@
-"""The host-side output ledger (reference.md §3.3 item 9).
+"""The host's output ledger: the run's logs, metered by ``worker._ledger.LogLedger``.
 
-One hard cap, ``max_output_bytes``, over the exact UTF-8 bytes of
-``JSON.stringify(logs)`` -- 2 for ``[]``, plus each entry's JSON string length, plus one
-comma between entries -- with the completion value's JSON bytes or the failure
-message's JSON string bytes added on top. On overflow the logs are kept as the fitting
-prefix (the last entry possibly truncated) and the run fails with ``output-limit``:
-``outer output exceeded <N> bytes``. Values are never truncated or substituted.
+The host's count is the one the run reports: a guest's own metering only decides when
+it stops sending. On overflow the run fails with ``output-limit``: ``outer output exceeded
+<N> bytes``.
 """
 
 from __future__ import annotations
@@ -15,7 +12,8 @@ from typing import Any
 import msgspec
 from codemode.engine.json import js_number
 
-from ..worker._frames import dumps_deep, json_string_length, sanitize_text, truncate_to_json_length
+from ..worker._frames import dumps_deep, sanitize_text
+from ..worker._ledger import LogLedger
 
 __all__ = ["OutputLedger", "json_value_length"]
 
@@ -23,15 +21,23 @@ _encode = msgspec.json.Encoder().encode
 
 
 class OutputLedger:
-    """Meters logs as they stream in; see the module docstring."""
+    """The logs a run keeps, metered as they stream in."""
 
-    __slots__ = ("_used", "logs", "max_bytes", "overflowed")
+    __slots__ = ("_meter", "logs")
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+        self._meter = LogLedger(max_bytes)
         self.logs: list[str] = []
-        self._used = 2  # "[]"
-        self.overflowed = False
+
+    @property
+    def max_bytes(self) -> int:
+        """The cap: ``Limits.max_output_bytes``."""
+        return self._meter.max_bytes
+
+    @property
+    def overflowed(self) -> bool:
+        """True once an entry did not fit (the run fails with ``output-limit``)."""
+        return self._meter.overflowed
 
     @property
     def message(self) -> str:
@@ -40,34 +46,21 @@ class OutputLedger:
 
     def add_log(self, text: str) -> bool:
         """Append one entry; on overflow keep the fitting prefix and return False."""
-        if self.overflowed:
-            return False
-        text = sanitize_text(text)
-        sep = 1 if self.logs else 0
-        cost = sep + json_string_length(text)
-        if self._used + cost <= self.max_bytes:
-            self.logs.append(text)
-            self._used += cost
-            return True
-        self.overflowed = True
-        budget = self.max_bytes - self._used - sep
-        if budget > 2:
-            prefix = truncate_to_json_length(text, budget)
-            if prefix:
-                self.logs.append(prefix)
-                self._used += sep + json_string_length(prefix)
-        return False
+        kept = self._meter.add(sanitize_text(text))
+        if kept is not None:
+            self.logs.append(kept)
+        return not self._meter.overflowed
 
     def fits(self, extra_bytes: int) -> bool:
         """Whether a value or diagnostic of ``extra_bytes`` still fits after the logs."""
-        return not self.overflowed and self._used + extra_bytes <= self.max_bytes
+        return not self._meter.overflowed and self._meter.fits(extra_bytes)
 
 
 def json_value_length(value: Any) -> int:
     """Bytes of ``JSON.stringify(value)`` for a lossless JSON value (JS number format).
 
     msgspec encodes everything like JavaScript except floats (``1.0`` vs ``1``, ``1e21``
-    vs ``1e+21``), so floats are re-measured with the reference's number formatting.
+    vs ``1e+21``), so floats are re-measured with JavaScript's number formatting.
     """
     try:
         total = len(_encode(value))

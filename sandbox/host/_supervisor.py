@@ -1,8 +1,10 @@
-"""One run on one worker: the supervisor session.
+"""One run on one worker, and its supervisor.
 
-``Session.run`` owns a task group for the whole run: it checks a worker out of the pool,
-sends ``run``, reads frames (logs into the ledger, calls relayed to binding functions,
-``done``), and watches the budgets. The first terminal event *settles* the session and
+A *run* is one execution of one program (``CodeRunRequest``) on one worker; the only
+*session* in codemode is the engine's ``SessionLog``. ``RunSupervisor.run`` owns a task
+group for the whole run: it checks a worker out of the pool, sends ``run``, reads frames
+(logs into the ledger, calls relayed to binding functions, ``done``), and watches the
+budgets. The first terminal event *settles* the run and
 wins; settling kills the worker at once (so no limit can be caught or outlived by the
 program) and cancels the task group, which also cancels binding calls still in flight.
 
@@ -53,6 +55,7 @@ from codemode.engine import (
     CodeRunError,
     CodeRunRequest,
     CodeRunResult,
+    reason_text,
 )
 from codemode.engine.json import is_lossless
 
@@ -76,7 +79,7 @@ from ._forkserver_client import ForkServerError
 from ._ledger import OutputLedger, json_value_length
 from ._pool import Worker, WorkerPool
 
-__all__ = ["Session", "reason_text"]
+__all__ = ["RunSupervisor"]
 
 _POLL_S = 0.025
 _EXIT_REPORT_TIMEOUT = 2.0
@@ -90,16 +93,6 @@ _MAX_ID = 2**53
 # collection walks them all. Far above any sensible parallel-call cap (the engine's
 # default is 10), so no program sees fewer concurrent calls than it asks for in practice.
 _MAX_RELAYS = 512
-_NO_REASON = "This operation was aborted"
-
-
-def reason_text(reason: Any) -> str:
-    """``String(reason)`` as the reference renders an abort reason."""
-    if isinstance(reason, BaseException):
-        return str(reason) or type(reason).__name__
-    if reason is None:
-        return _NO_REASON
-    return str(reason)
 
 
 def _ms(value: float) -> str:
@@ -112,8 +105,8 @@ class _Outcome(msgspec.Struct):
     value: Any = msgspec.UNSET
 
 
-class Session:
-    """Runs one ``CodeRunRequest`` on one worker; see module docstring."""
+class RunSupervisor:
+    """Supervises one run: one ``CodeRunRequest`` on one worker; see module docstring."""
 
     def __init__(
         self,

@@ -40,10 +40,10 @@ from ..worker._frames import (
     ResultFrame,
     RunFrame,
     encode_payload,
-    json_string_length,
     sanitize_text,
     truncate_to_json_length,
 )
+from ..worker._ledger import LogLedger
 from . import _modules
 from ._asyncio import make_asyncio
 from ._builtins import DeniedAccess, DeniedWrite, make_builtins, make_guards
@@ -157,9 +157,9 @@ class _Run:
         self.pending: dict[int, tuple[asyncio.Future[Any], str, type[Exception] | None]] = {}
         self.next_id = 0
         self.sink = _LineSink(self.emit_log, run.max_output_bytes)
-        self.log_used = 2
-        self.log_count = 0
-        self.log_overflow = False
+        # The host's ledger is the one that counts; this one tells the guest when the host
+        # must have seen the overflow, so that it stops sending output nobody keeps.
+        self.ledger = LogLedger(run.max_output_bytes)
         self.members: dict[type[Exception], str] = {}
         self.outbox: list[bytes] = []
         # Tool calls created but not (yet) started, per label: summed up at the end.
@@ -172,20 +172,18 @@ class _Run:
     # -- output -----------------------------------------------------------------------
 
     def emit_log(self, text: str) -> None:
-        if self.log_overflow:
+        ledger = self.ledger
+        if ledger.overflowed:
             return
         text = sanitize_text(text)
-        sep = 1 if self.log_count else 0
-        cost = sep + json_string_length(text)
+        cost = ledger.cost(text)
         limit = min(self.run.max_output_bytes, self.run.max_frame_bytes - 256)
-        if self.log_used + cost > self.run.max_output_bytes or cost > limit:
+        if not ledger.fits(cost) or cost > limit:
             # Ship just enough for the host's ledger to see the overflow, then go quiet.
-            self.log_overflow = self.log_used + cost > self.run.max_output_bytes
-            budget = max(self.run.max_output_bytes - self.log_used - sep, 0) + 16
+            ledger.overflowed = not ledger.fits(cost)
+            budget = max(ledger.room(), 0) + 16
             text = truncate_to_json_length(text, min(budget, limit))
-            cost = sep + json_string_length(text)
-        self.log_used += cost
-        self.log_count += 1
+        ledger.record(text)
         self.flush_calls()
         self.bridge.send(LogFrame(text=text))
 
@@ -539,8 +537,10 @@ _WARM_PROGRAM = (
 )
 
 
-def warm_worker(loop: asyncio.AbstractEventLoop) -> None:
+def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
     """Run a small program once in a fresh worker, before it reports ``ready``.
+
+    ``options`` is unused: the Python guest needs none of the runtime's limits ahead of time.
 
     A forked worker shares its pages with the fork server; the first run touches (and so
     copies) a few megabytes of them. Doing that here keeps it off the run's latency.

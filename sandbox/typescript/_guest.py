@@ -55,6 +55,7 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from ..worker._ledger import LogLedger
 from ._catch import guard_catches
 
 # `import quickjs` starts a helper thread at import time; workers are forked, so load
@@ -171,39 +172,6 @@ def _json_size(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
 
 
-class _Ledger:
-    """The reference's output meter: JSON bytes of the log array plus value or message."""
-
-    __slots__ = ("budget", "count", "over", "used")
-
-    def __init__(self, budget: int) -> None:
-        self.budget, self.used, self.count, self.over = budget, 2, 0, False
-
-    def add(self, entry: str) -> str | None:
-        """Meter one entry; past the budget keep the longest prefix that fits, then nothing."""
-        if self.over:
-            return None
-        separator = 1 if self.count else 0
-        size = _json_size(entry)
-        if self.used + separator + size <= self.budget:
-            self.used += separator + size
-            self.count += 1
-            return entry
-        self.over = True
-        room, low, high = self.budget - self.used - separator, 0, len(entry)
-        while low < high:
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if _json_size(entry[:middle]) <= room else (low, middle - 1)
-        if low == 0:
-            return None
-        self.used += separator + _json_size(entry[:low])
-        self.count += 1
-        return entry[:low]
-
-    def fits(self, size: int) -> bool:
-        return self.used + size <= self.budget
-
-
 class JsGuest:
     """One program in one QuickJS context; see the module docstring for the protocol."""
 
@@ -228,7 +196,7 @@ class JsGuest:
         self._busy = 0.0  # CPU charged by finished slices
         self._slice_start = self._slice_busy = 0.0
         self._state: GuestState = _RUNNING
-        self._ledger = _Ledger(limits.max_output_bytes)
+        self._ledger = LogLedger(limits.max_output_bytes)
         self._logs: list[str] = []
         self._calls: list[JsCall] = []
         self._outstanding = 0
@@ -419,7 +387,7 @@ class JsGuest:
             kept = self._ledger.add(_clean(entry))
             if kept is not None:
                 self._logs.append(kept)
-            if self._ledger.over:
+            if self._ledger.overflowed:
                 self._fail("output-limit", OUTPUT_EXCEEDED.format(self._limits.max_output_bytes))
                 break
         self._calls.extend(JsCall(i, g, n, a) for i, g, n, a in payload["calls"])

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import importlib
 import os
 import select
 import signal
@@ -37,6 +36,7 @@ import msgspec
 
 from ._boundary import BoundarySpec, Isolation, isolate_server, remove_workdir
 from ._frames import FrameBuffer, encode_frame
+from ._guest import load_guest
 from ._main import worker_main
 
 __all__ = ["Exited", "ForkFailed", "ForkRequest", "Forked", "Hello", "ServerConfig", "main"]
@@ -110,10 +110,7 @@ def main(config_json: str) -> None:
     ctrl = socket.socket(fileno=config.ctrl_fd)
     ctrl.setblocking(True)
     for name in config.preload:
-        module = importlib.import_module(name)
-        warm = getattr(module, "warm", None)
-        if callable(warm):
-            warm()
+        load_guest(name).warm()
     workdir = tempfile.mkdtemp(prefix="codemode-worker-")
     os.chmod(workdir, 0o555)
     isolation = isolate_server(workdir)

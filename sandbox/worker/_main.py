@@ -17,7 +17,6 @@ the guest modules the fork server was started with.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import signal
 import socket
@@ -26,6 +25,7 @@ from typing import Any, NoReturn
 from . import _boundary
 from ._bridge import WorkerBridge
 from ._frames import DoneFrame, ErrorSpec, ReadyFrame
+from ._guest import load_guest
 
 __all__ = ["worker_main"]
 
@@ -59,13 +59,7 @@ def worker_main(
         loop = asyncio.new_event_loop()
         notes = _boundary.apply_limits(spec)
         for module_name in sorted(set(guests.values())):
-            warm = getattr(importlib.import_module(module_name), "warm_worker", None)
-            if callable(warm):
-                options = (warm_options or {}).get(module_name)
-                if options is None:
-                    warm(loop)
-                else:
-                    warm(loop, options)
+            load_guest(module_name).warm_worker(loop, (warm_options or {}).get(module_name))
         notes += _boundary.lock_down(spec, parent_pid, private_root)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
@@ -77,7 +71,7 @@ def worker_main(
                 error = ErrorSpec("exception", f'unknown guest "{run.guest}"')
                 bridge.send(DoneFrame(error=error))
             else:
-                importlib.import_module(guest_module).serve(run, bridge, loop)
+                load_guest(guest_module).serve(run, bridge, loop)
     except BaseException as exc:
         code = 70
         if bridge is not None:

@@ -18,7 +18,15 @@ import msgspec
 from ._bridge import WorkerBridge
 from ._frames import DoneFrame, ErrorSpec, RunFrame
 
-__all__ = ["serve"]
+__all__ = ["serve", "warm", "warm_worker"]
+
+
+def warm() -> None:
+    """Nothing to warm: the raw guest imports nothing beyond the worker's own modules."""
+
+
+def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
+    """Nothing to prepare per worker."""
 
 
 def serve(run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:

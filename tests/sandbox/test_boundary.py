@@ -42,7 +42,7 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
 async def raw(runtime: PythonRuntime, program: str) -> CodeRunResult:
     request = CodeRunRequest(program, bindings(), AbortController().signal)
     with anyio.fail_after(30):
-        return await runtime._run_session(request, "raw")
+        return await runtime._run_guest(request, "raw")
 
 
 async def probe(runtime: PythonRuntime, program: str) -> Any:
@@ -94,7 +94,7 @@ async def test_python_runtime_does_not_offer_the_raw_guest() -> None:
 
 async def test_raw_guest_is_not_served_unless_registered(runtime: PythonRuntime) -> None:
     request = CodeRunRequest("result = 1", bindings(), AbortController().signal)
-    assert err(await runtime._run_session(request, "raw")) == 'unknown guest "raw"'
+    assert err(await runtime._run_guest(request, "raw")) == 'unknown guest "raw"'
 
 
 # -- seccomp ----------------------------------------------------------------------------
@@ -153,7 +153,7 @@ async def test_seccomp_denies(raw_runtime: PythonRuntime, call: str) -> None:
         "if pid == 0:\n"
         "    os._exit(0)\n"
     )
-    assert await probe(raw_runtime, program) in ("EPERM", "ENOSYS", "EACCES")
+    assert await probe(raw_runtime, program) == "EPERM"
 
 
 @pytest.mark.parametrize("pid", [2, 4242, 2**22, 2**31 - 1])
@@ -250,7 +250,7 @@ async def test_empty_environment_and_empty_read_only_cwd(raw_runtime: PythonRunt
         host_cwd = os.readlink(f"/proc/{pid}/cwd")
     assert os.path.basename(host_cwd).startswith("codemode-worker-")
     assert os.listdir(host_cwd) == []
-    assert await probe(raw_runtime, errno_of("open('new-file', 'w')")) in ("EPERM", "EACCES")
+    assert await probe(raw_runtime, errno_of("open('new-file', 'w')")) == "EPERM"
 
 
 async def test_only_the_bridge_is_inherited(raw_runtime: PythonRuntime) -> None:
@@ -304,7 +304,8 @@ bridge.send_raw((2**31).to_bytes(4, 'big') + b'x' * 1000)
     result = await raw(raw_runtime, program)
     assert result.error is not None
     dropped = raw_runtime.stats.dropped_frames - before
-    assert dropped >= 10, dropped
+    # The nine junk frames, then the oversized one (which also ends the bridge).
+    assert dropped == 10, dropped
 
 
 async def test_duplicate_call_ids_are_ignored_and_logs_are_metered(

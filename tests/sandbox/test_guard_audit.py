@@ -385,7 +385,7 @@ async def raw_runtime() -> AsyncIterator[PythonRuntime]:
 async def _raw(runtime: PythonRuntime, program: str) -> Any:
     request = CodeRunRequest(program, [], AbortController().signal)
     with anyio.fail_after(50):
-        return ok(await runtime._run_session(request, "raw"))
+        return ok(await runtime._run_guest(request, "raw"))
 
 
 async def test_code_evaluation_under_program_frames_is_refused(raw_runtime: PythonRuntime) -> None:

@@ -79,7 +79,8 @@ def test_truncate_to_json_length() -> None:
     assert truncate_to_json_length("abc", 100) == "abc"
 
 
-def test_ledger_examples_from_the_reference() -> None:
+def test_ledger_counts_the_value_after_the_logs() -> None:
+    # ["abc"] is 7 bytes and "xy" 4: 11 fits exactly, 10 does not.
     ledger = OutputLedger(11)
     assert ledger.add_log("abc")
     assert ledger.fits(json_value_length("xy"))

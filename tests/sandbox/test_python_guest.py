@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+import anyio
 import pytest
 from codemode.engine import AbortController, Binding, CodeRunRequest, ErrorClass
 from codemode.sandbox import PythonRuntime
@@ -129,31 +129,62 @@ async def test_keyword_arguments_become_the_args_object(run: Run) -> None:
     assert ok(await run("return await tools.echo(path='a', n=1)")) == {"path": "a", "n": 1}
 
 
+class Barrier:
+    """A host tool that returns only once ``parties`` calls are in flight together.
+
+    A run whose calls were relayed one at a time never completes (the first call waits
+    for the others until the timeout), so a result proves the overlap, whatever the
+    machine's speed.
+    """
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._all_here = anyio.Event()
+
+    async def __call__(self, args: Any) -> Any:
+        self.arrived += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.arrived == self.parties:
+                self._all_here.set()
+            with anyio.fail_after(20):
+                await self._all_here.wait()
+            # After the barrier, finish in an order unrelated to the arguments'.
+            await anyio.sleep(float(args.get("after", 0)))
+            return args["value"]
+        finally:
+            self.in_flight -= 1
+
+
 async def test_gather_preserves_argument_order(run: Run) -> None:
     program = """
 import asyncio
 res = await asyncio.gather(
-    tools.delayed({'delay': 0.2, 'value': 'first'}),
-    tools.delayed({'delay': 0.0, 'value': 'second'}),
-    tools.delayed({'delay': 0.1, 'value': 'third'}),
+    tools.meet({'after': 0.2, 'value': 'first'}),
+    tools.meet({'after': 0.0, 'value': 'second'}),
+    tools.meet({'after': 0.1, 'value': 'third'}),
 )
 return res
 """
-    started = time.monotonic()
-    assert ok(await run(program)) == ["first", "second", "third"]
-    assert time.monotonic() - started < 1.5  # the calls overlapped
+    barrier = Barrier(3)
+    assert ok(await run(program, tools={"meet": barrier})) == ["first", "second", "third"]
+    assert barrier.max_in_flight == 3  # the calls overlapped
 
 
 async def test_calls_are_relayed_concurrently(run: Run) -> None:
     program = """
 import asyncio
 async def fetch(i):
-    return await tools.delayed({'delay': 0.3, 'value': i})
+    return await tools.meet({'value': i})
 return await asyncio.gather(*[fetch(i) for i in range(20)])
 """
-    started = time.monotonic()
-    assert ok(await run(program)) == list(range(20))
-    assert time.monotonic() - started < 2.5
+    barrier = Barrier(20)
+    assert ok(await run(program, tools={"meet": barrier})) == list(range(20))
+    assert (barrier.arrived, barrier.max_in_flight) == (20, 20)
 
 
 async def test_calls_start_only_when_awaited(run: Run) -> None:

@@ -1,0 +1,51 @@
+"""The ``Guest`` protocol: what a guest module gives the fork server and the worker.
+
+A guest is a module (named by dotted path in ``ServerConfig.guests``) that runs one
+language's programs inside a worker: ``codemode.sandbox.python._guest`` (RestrictedPython),
+``codemode.sandbox.typescript._worker`` (QuickJS) and the test-only
+``codemode.sandbox.worker._raw_guest``. The fork server imports each once and calls
+``warm``; every forked worker calls ``warm_worker`` before lock-down and ``serve`` with
+the ``run`` frame that names the guest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from typing import Any, Protocol, runtime_checkable
+
+from ._bridge import WorkerBridge
+from ._frames import RunFrame
+
+__all__ = ["Guest", "load_guest"]
+
+
+@runtime_checkable
+class Guest(Protocol):
+    """A guest module, checked structurally (modules satisfy protocols)."""
+
+    def warm(self) -> None:
+        """Import and exercise what a run needs, once, in the fork server.
+
+        After the fork a worker cannot read modules from disk, and pages the server
+        touched are shared by every worker instead of copied into each.
+        """
+
+    def warm_worker(
+        self, loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None
+    ) -> None:
+        """Prepare the next run in a fresh worker, before lock-down and ``ready``.
+
+        ``options`` are the runtime's ``warm_options`` for this module, if any.
+        """
+
+    def serve(self, run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:
+        """Execute ``run`` and send its ``done`` frame over ``bridge``."""
+
+
+def load_guest(module_name: str) -> Guest:
+    """Import ``module_name`` and check that it is a ``Guest``."""
+    module = importlib.import_module(module_name)
+    if not isinstance(module, Guest):
+        raise TypeError(f"{module_name} is not a sandbox guest (needs warm, warm_worker, serve)")
+    return module
