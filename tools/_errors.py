@@ -33,17 +33,37 @@ __all__ = ["BashError", "FsError", "JobError", "SearchError", "io_error"]
 class FsError(HarnessError):
     """A filesystem failure; ``code`` is one of the ``FS_*`` codes above."""
 
+    #: Every instance carries one of the ``FS_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "FS_"
+    code = "FS_IO_ERROR"
+
 
 class SearchError(HarnessError):
     """A glob/grep failure; ``code`` is one of the reference's ``SEARCH_*`` codes."""
+
+    #: Every instance carries one of the ``SEARCH_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "SEARCH_"
+    code = "SEARCH_FAILED"
 
 
 class BashError(HarnessError):
     """A ``bash`` failure; ``code`` is one of the ``BASH_*`` codes."""
 
+    #: Every instance carries one of the ``BASH_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "BASH_"
+    code = "BASH_ERROR"
+
 
 class JobError(HarnessError):
     """A background-job failure; ``code`` is one of the ``JOB_*`` codes."""
+
+    #: Every instance carries one of the ``JOB_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "JOB_"
+    code = "JOB_ERROR"
 
 
 def io_error(exc: OSError, verb: str, path: str) -> FsError:
