@@ -35,6 +35,7 @@ from ._compose import (
     open_session,
     state_parent,
 )
+from ._log import log_command
 
 __all__ = ["app", "main"]
 
@@ -360,6 +361,9 @@ def list_tools(
     else:
         width = shutil.get_terminal_size((100, 24)).columns
         sys.stdout.write(render_table(entries, width) + "\n")
+
+
+app.command("log", short_help="Print a session file's tool calls as cards.")(log_command)
 
 
 @app.command(short_help="Run the benchmarks and print their numbers.")

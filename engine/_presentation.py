@@ -26,6 +26,13 @@ card) and never fails the call. Normalisation: keys outside the vocabulary are d
 ``None`` for an optional field means "absent" (except ``rawInput`` and ``oldText``, where
 ``null`` is a value), a missing ``oldText`` becomes ``null``, and the result is a fresh plain
 dict with ``card`` first and the other keys in vocabulary order.
+
+Where cards go: the pipeline's session events store them. ``call_card_fields`` gives the
+``{"callCard": ...}`` a ``tool/call`` (or ``tool/code-dispatch-start``) event gains, and
+``result_card_fields`` the ``{"resultCard": ...}`` of a ``tool/result`` (or
+``tool/code-dispatch``) event; both are empty when the tool declares no presenter or its
+presenter declines or fails, so a log reader falls back to a generic card built from the
+event's name, arguments and content (``codemode log`` does that).
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ __all__ = [
     "CALL_KINDS",
     "CARD_TYPES",
     "CardPhase",
+    "call_card_fields",
     "present_call_card",
     "present_result_card",
+    "result_card_fields",
     "validate_card",
 ]
 
@@ -412,3 +421,47 @@ def present_result_card(
     if present_result is None:
         return None
     return _soft_present("present_result", present_result, (args, result_view), "result")
+
+
+def call_card_fields(tool: Any, args: Any) -> dict[str, Any]:
+    """The ``callCard`` field a call's session event stores (``{}`` without a card).
+
+    ``tool`` is the resolved ``ToolDefinition`` (or ``None`` for an unknown tool); the card
+    is a sealed snapshot, so it can sit inside a sealed event. Never raises.
+    """
+    try:
+        card = present_call_card(getattr(tool, "present_call", None), args)
+        return {} if card is None else {"callCard": snapshot(card)}
+    except Exception:  # soft: a card is UI sugar, never a reason to lose the event
+        logger.debug("call card failed", exc_info=True)
+        return {}
+
+
+def result_card_fields(tool: Any, args: Any, result: Any, content: Any = None) -> dict[str, Any]:
+    """The ``resultCard`` field a settled call's session event stores (``{}`` without one).
+
+    The presenter sees the durable view of the settled ``result``, ``{"content": [...],
+    "isError": bool, "meta"?: ...}``; ``content`` replaces the result's own when the event
+    records a reshaped copy (a code-dispatch log listener's). The pipeline projects
+    ``meta`` (``ToolOutput.presentation_meta``) only for model-direct calls, so for a
+    program's sub-call it is projected here from the result's value, which is what a
+    ``read`` or ``grep`` card is built from. Never raises.
+    """
+    try:
+        presenter = getattr(tool, "present_result", None)
+        if presenter is None:
+            return {}
+        is_error = bool(getattr(result, "is_error", False))
+        meta = getattr(result, "meta", None)
+        project = getattr(getattr(tool, "output", None), "presentation_meta", None)
+        if meta is None and not is_error and project is not None:
+            meta = project(args, getattr(result, "value", None))
+        blocks = result.content if content is None else content
+        view: dict[str, Any] = {"content": list(blocks), "isError": is_error}
+        if meta is not None:
+            view["meta"] = meta
+        card = present_result_card(presenter, args, view)
+        return {} if card is None else {"resultCard": snapshot(card)}
+    except Exception:
+        logger.debug("result card failed", exc_info=True)
+        return {}
