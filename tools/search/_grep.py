@@ -10,12 +10,12 @@ from typing import Any
 import anyio.to_thread
 import msgspec
 from codemode.engine import ToolDefinition, text
+from codemode.engine.policies import utf8_head_bytes
 
 from .._catalog import catalog_entry
 from .._common import arg, is_blank
 from .._config import ToolsConfig
 from .._errors import SearchError
-from .._text import utf8_head
 from ._common import (
     GREP_UNSAVED,
     SearchTarget,
@@ -155,7 +155,7 @@ def _preview(line: str, max_bytes: int) -> str:
     data = line.encode("utf-8")
     if len(data) <= max_bytes:
         return line
-    return utf8_head(data, max_bytes).decode("utf-8") + " (line truncated)"
+    return utf8_head_bytes(data, max_bytes).decode("utf-8") + " (line truncated)"
 
 
 def _grouped(matches: Sequence[dict[str, Any]], max_bytes: int) -> dict[str, list[dict[str, Any]]]:
