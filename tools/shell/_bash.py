@@ -273,7 +273,7 @@ def _background(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
         else:
             job.settle("completed", f"exit code: {code}")
 
-    job = jobs.start(kind="bash", label=command, owner=ctx.agent, run=produce)
+    job = jobs.start(kind="bash", label=command, agent=ctx.agent, run=produce)
     return {"kind": "background", "jobId": job.id}
 
 
