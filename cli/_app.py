@@ -1,4 +1,4 @@
-"""``codemode`` subcommands: run, sdk, tools, bench.
+"""``codemode`` subcommands: run, sdk, tools, log, bench.
 
 Exit codes: ``0`` success, ``1`` the program failed, ``2`` usage error, ``130`` interrupted
 (SIGINT, Ctrl-C), ``143`` terminated (SIGTERM), ``129`` hung up (SIGHUP). Each of these

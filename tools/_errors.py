@@ -10,7 +10,8 @@
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
 stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
-cannot express (blank strings, non-integers) keep the reference's message text and carry
+cannot express (blank strings, non-integers) keep fixed message texts (``file_path must be a non-empty
+string``) and carry
 ``FS_INVALID_ARGS`` / ``SEARCH_INVALID_ARGS``.
 
 FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORKSPACE``,
@@ -40,7 +41,7 @@ class FsError(HarnessError):
 
 
 class SearchError(HarnessError):
-    """A glob/grep failure; ``code`` is one of the reference's ``SEARCH_*`` codes."""
+    """A glob/grep failure; ``code`` is one of the ``SEARCH_*`` codes."""
 
     #: Every instance carries one of the ``SEARCH_*`` codes; ``code`` is the default for one
     #: raised without a code.

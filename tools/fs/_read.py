@@ -1,4 +1,4 @@
-"""``read``: a numbered window of a UTF-8 text file (tool-outputs.md §1).
+"""``read``: a numbered window of a UTF-8 text file (``N: text`` rows).
 
 The file is always scanned to the end (``totalLines`` is exact) in 1 MiB chunks through an
 incremental strict UTF-8 decoder, so a 10 MB file costs one pass and bounded memory; only the

@@ -1,4 +1,9 @@
-"""``grep``: matching lines, on ripgrep's ``--json`` output (tool-outputs.md §6)."""
+"""``grep``: matching lines, on ripgrep's ``--json`` output.
+
+Matches are grouped by file and rendered as ``Line N: text``, at most
+``ToolsConfig.grep_max_matches`` of them and each line cut at
+``ToolsConfig.grep_max_line_bytes``; the value keeps every match.
+"""
 
 from __future__ import annotations
 
@@ -78,7 +83,7 @@ def _malformed(detail: str) -> SearchError:
 
 
 def _diagnose(lines: list[bytes]) -> SearchError:
-    """The reference's detail for the first malformed line (slow path, errors only)."""
+    """The detail message for the first malformed line (slow path, errors only)."""
     for line in lines:
         try:
             record = msgspec.json.decode(line)

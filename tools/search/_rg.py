@@ -265,7 +265,7 @@ async def run_rg(
     stderr_cap: int,
     confine: str | None = None,
 ) -> RgOutput:
-    """Run ``rg args`` in ``cwd``; kill it on abort. Errors are the reference's ``SearchError``s.
+    """Run ``rg args`` in ``cwd``; kill it on abort. Errors are coded ``SearchError``s.
 
     ``confine``: a directory ``rg`` may read beneath and nothing else (Landlock, where the
     kernel has it; see the module docstring).

@@ -1,4 +1,4 @@
-"""``bash``: one ``bash -c`` process per call (tool-outputs.md §8).
+"""``bash``: one ``bash -c`` process per call, in the workspace (or ``workdir``).
 
 Every failure is a ``BashError`` with a stable ``BASH_*`` code (or a coded ``JobError``,
 ``FsError`` or ``AbortError``); see ``_process``, ``_launcher`` and ``_cgroup`` for how a

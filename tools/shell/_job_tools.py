@@ -1,8 +1,8 @@
-"""``job_list``, ``job_output`` and ``job_kill`` (tool-outputs.md §9).
+"""``job_list``, ``job_output`` and ``job_kill``: the calling agent's background jobs.
 
 Every failure is a ``JobError`` with a stable code (``JOB_INVALID_ID``, ``JOB_NOT_FOUND``,
-``JOB_INVALID_WAIT_TIMEOUT``) or an ``AbortError``. Unlike the reference, another session's
-job is ``unknown job {id}`` (``JOB_NOT_FOUND``), exactly like an id that never existed.
+``JOB_INVALID_WAIT_TIMEOUT``) or an ``AbortError``. Another session's job is
+deliberately ``unknown job {id}`` (``JOB_NOT_FOUND``), exactly like an id that never existed.
 """
 
 from __future__ import annotations

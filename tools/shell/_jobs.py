@@ -161,7 +161,7 @@ class Job:
         self._manager._settled(self)
 
     def take_text(self) -> str:
-        """The unread stream delta in the reference's layout (stdout, ``[stderr]``, notices)."""
+        """The unread stream delta laid out as stdout, then ``[stderr]`` and its text, then notices."""
         out = self.stdout.take()
         err = self.stderr.take()
         text = out
@@ -215,7 +215,7 @@ class JobManager:
 
     ``max_jobs_per_agent`` bounds live jobs per calling scope; ``wait_timeout_ms`` and
     ``max_wait_timeout_ms`` are ``job_output``'s default and cap; ``on_settle(job, notice)``
-    (optional) hears every settlement with the reference's completion-notice text, so a host
+    (optional) hears every settlement with the completion-notice text a model sees, so a host
     can wake the owning agent.
     """
 
