@@ -1,7 +1,7 @@
 """Presentation cards: the UI render intents a tool's ``present_call``/``present_result`` return.
 
-A card is a JSON dict tagged by ``"card"``, with the seed's camelCase keys (the seed's
-"tool presentation UI vocabulary", ``ToolCallView``/``ToolResultView``):
+A card is a JSON dict tagged by ``"card"``, with camelCase keys; there are pending-call
+cards (what a UI shows while a call runs) and completed-call cards:
 
 pending call (``present_call``)
     ``generic {title, kind?, rawInput?, content?, locations?}``,
@@ -20,7 +20,7 @@ list of ``{path, line?}``, ``diffs`` a list of ``{path, oldText, newText}`` (``o
 (``sources: [{url, title?, snippet?, publishedAt?}], answer?, truncated``) or ``fetch``
 (``url, statusCode, truncated``).
 
-Validation is *soft*, as in the reference: presenters are UI sugar, so a presenter that
+Validation is *soft*: presenters are UI sugar, so a presenter that
 raises or returns something malformed yields ``None`` (the UI falls back to the generic
 card) and never fails the call. Normalisation: keys outside the vocabulary are dropped,
 ``None`` for an optional field means "absent" (except ``rawInput`` and ``oldText``, where
@@ -180,7 +180,7 @@ _diff_record = _record(
 
 def _diff(value: Any) -> dict[str, Any]:
     diff = _diff_record(value)
-    # The seed's FileDiff always carries oldText (null for a new file); absent means null.
+    # A diff always carries oldText (null for a new file); absent means null.
     return {"path": diff["path"], "oldText": diff.get("oldText"), "newText": diff["newText"]}
 
 
@@ -350,7 +350,7 @@ def _check_card(value: Any, phase: CardPhase) -> dict[str, Any]:
     else:
         out.update(_CHECKS[phase][card](value))
     if card == "terminal" and "exitCode" in out and "signal" in out:
-        # A process either exited or was killed; the seed makes the two exclusive.
+        # A process either exited or was killed, never both: the two are exclusive.
         raise _Invalid
     return out
 
@@ -414,7 +414,7 @@ def present_result_card(
 ) -> dict[str, Any] | None:
     """Run a tool's ``present_result(args, result_view)`` and soft-validate the card.
 
-    ``result_view`` is the durable projection of the result the reference passes
+    ``result_view`` is the durable projection of the result
     (``{"content": [...], "isError": bool, "meta"?: ...}``). ``None`` means "keep the
     pending card and show the raw result content".
     """

@@ -1,10 +1,11 @@
 """Session logs: the durable, append-only record of a scope's tool events.
 
 An event is a lossless JSON dict with a non-empty string ``"type"`` (``"tool/call"``,
-``"tool/result"``, ``"tool/code-dispatch-start"``, ``"tool/code-dispatch"``, ...) and the
-reference's camelCase fields. ``append`` returns the event's sequence number: **0 for the
-first event**, then 1, 2, ... in append order, as in the reference's session files. A
-``tool/result`` cites its ``tool/call`` by that number.
+``"tool/result"``, ``"tool/code-dispatch-start"``, ``"tool/code-dispatch"``, ...) and
+camelCase fields. ``append`` returns the event's sequence number: **0 for the first
+event**, then 1, 2, ... in append order. A ``tool/result`` cites its ``tool/call`` by that
+number. Call and settle events also carry the tool's presentation cards (``callCard``,
+``resultCard``) when it declares them, so a log can be replayed as cards (``codemode log``).
 
 Both logs store a detached, deep-frozen snapshot of each event, so a caller mutating its
 dict afterwards cannot rewrite history, and both return those frozen dicts from

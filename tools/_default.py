@@ -79,7 +79,7 @@ def default_tools(
       read back); writes may not.
     - ``bash_timeout_ms`` / ``bash_max_timeout_ms``: bash's default deadline and cap.
     - ``env_prefix`` / ``env``: prefix of the managed variables bash sets (default ``DSH_``,
-      the name the catalog description uses, so the native schema equals the seed's)
+      the name the catalog description uses, so the native schema equals the catalog's)
       (``<prefix>WORKSPACE``, ``<prefix>WORKDIR``, ``<prefix>OUTPUT_DIR``,
       ``<prefix>CALL_ID``, ``<prefix>AGENT``, ``<prefix>JOB_ID``) and extra variables.
     - ``allow_parallel_in_progress``: ``todo_write``'s policy (changes its description).

@@ -16,7 +16,7 @@ for the notice), then asks ``build_spill_preview`` for the replacement, built li
 - a replacement that would still exceed the cap is refused (``None``): the caller keeps the
   original content.
 
-Bytes are counted the way the reference's ``TextEncoder`` counts them: a lone surrogate
+Bytes are counted the way a JavaScript ``TextEncoder`` counts them: a lone surrogate
 (which a Python ``str`` can hold but UTF-8 cannot encode) counts and is previewed as
 U+FFFD.
 """
@@ -119,9 +119,9 @@ def utf8_tail(s: str, n: int) -> str:
 def spill_notice(omitted_bytes: int, locator: str, hint: str) -> str:
     """The notice line: ``(Omitted N bytes. Full formatted result stored at: <locator>. <hint>)``.
 
-    The wording is the reference's, byte for byte: its retention library phrases an exact
-    omission as ``Omitted <count> bytes.`` and the spill policy wraps it with the locator
-    and the store's retrieval hint.
+    The wording is fixed, byte for byte (programs and models match on it): an exact
+    omission reads ``Omitted <count> bytes.``, wrapped with the locator and the store's
+    retrieval hint.
     """
     return f"(Omitted {omitted_bytes} bytes. Full formatted result stored at: {locator}. {hint})"
 
@@ -154,7 +154,7 @@ def _check_budget(value: object, name: str) -> None:
 def build_spill_preview(
     full_text: str, max_inline_bytes: int, locator: str, hint: str
 ) -> SpillPreview | None:
-    """Compute the bounded replacement for ``full_text`` (reference §2.9), or ``None``.
+    """Compute the bounded replacement for ``full_text`` (as the module notes say), or ``None``.
 
     ``None`` means "keep the original": either ``full_text`` already fits in
     ``max_inline_bytes`` UTF-8 bytes, or even the smallest replacement (the notice alone)
