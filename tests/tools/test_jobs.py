@@ -272,3 +272,21 @@ async def test_job_environment(job_harness: Harness) -> None:
     await job_harness.ok("bash", bg('echo "$DSH_JOB_ID"'))
     result = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
     assert result.value["text"] == "bash-1\n"
+
+
+async def test_job_output_result_is_a_terminal_card(job_harness: Harness) -> None:
+    from codemode.engine._presentation import validate_card
+
+    await job_harness.ok("bash", bg("echo hi"))
+    result = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
+    tool = job_harness.rt.get("job_output")
+    assert tool is not None and tool.present_result is not None
+    card = tool.present_result({"job_id": "bash-1"}, result)
+    assert card == {
+        "card": "terminal",
+        "title": "background job bash-1",
+        "output": "hi\n[status: completed, exit code: 0]",
+    }
+    assert validate_card(card, phase="result") == card
+    failed = await job_harness.fail("job_output", {"job_id": "bash-9"})
+    assert tool.present_result({"job_id": "bash-9"}, failed) is None
