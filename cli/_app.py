@@ -1,4 +1,4 @@
-"""``codemode`` subcommands: run, sdk, tools, bench.
+"""``codemode`` subcommands: run, sdk, tools, log, bench.
 
 Exit codes: ``0`` success, ``1`` the program failed, ``2`` usage error, ``130`` interrupted
 (SIGINT, Ctrl-C), ``143`` terminated (SIGTERM), ``129`` hung up (SIGHUP). Each of these
@@ -37,6 +37,7 @@ from ._compose import (
     open_invocation,
     state_parent,
 )
+from ._log import log_command
 
 __all__ = ["app", "main"]
 
@@ -365,6 +366,9 @@ def list_tools(
     else:
         width = shutil.get_terminal_size((100, 24)).columns
         sys.stdout.write(render_table(entries, width) + "\n")
+
+
+app.command("log", short_help="Print a session file's tool calls as cards.")(log_command)
 
 
 @app.command(short_help="Run the benchmarks and print their numbers.")

@@ -39,15 +39,19 @@ __all__ = [
 class HarnessError(Exception):
     """Base of the errors whose class name and ``code`` ride a failure's ``error.info``."""
 
-    code: str
+    #: The error's code; each subclass declares its own, and an instance may carry a more
+    #: specific one (``AbortError``'s ``ABORTED_BEFORE_DISPATCH``, a tool family's codes).
+    code: str = "HARNESS_ERROR"
     # A finer classification than ``code`` for hosts that alert on it without parsing
     # text; only ``CodeRunFailedError`` sets one today.
     kind: str | None = None
 
-    def __init__(self, message: str, code: str = "HARNESS_ERROR") -> None:
+    def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code
+        # No code given: the class's own (``type(self).code``), so ``ToolArgsError("x").code``
+        # and ``ToolArgsError.code`` agree.
+        self.code = type(self).code if code is None else code
 
     def __str__(self) -> str:
         return self.message
@@ -56,45 +60,57 @@ class HarnessError(Exception):
 class JsonSchemaError(HarnessError):
     """An unsupported or malformed schema, raised at ``define_tool``/``register`` time."""
 
+    code = "UNSUPPORTED_SCHEMA"
+
     def __init__(self, message: str, violations: list[str] | None = None) -> None:
-        super().__init__(message, "UNSUPPORTED_SCHEMA")
+        super().__init__(message)
         self.violations: list[str] = list(violations or [])
 
 
 class ToolArgsError(HarnessError):
     """A ``define_tool`` tool received arguments that fail its parameter schema."""
 
+    code = "INVALID_ARGS"
+
     def __init__(self, message: str, violations: list[str] | None = None) -> None:
-        super().__init__(message, "INVALID_ARGS")
+        super().__init__(message)
         self.violations: list[str] = list(violations or [])
 
 
 class ToolOutputError(HarnessError):
     """A tool (or policy) produced a value or rendering that is not valid output."""
 
+    code = "INVALID_TOOL_OUTPUT"
+
     def __init__(self, message: str) -> None:
-        super().__init__(message, "INVALID_TOOL_OUTPUT")
+        super().__init__(message)
 
 
 class ToolNotFoundError(HarnessError):
     """The named tool is not visible to the calling scope."""
 
+    code = "UNKNOWN_TOOL"
+
     def __init__(self, message: str) -> None:
-        super().__init__(message, "UNKNOWN_TOOL")
+        super().__init__(message)
 
 
 class AbortError(HarnessError):
     """The caller cancelled the call (``ABORTED`` or ``ABORTED_BEFORE_DISPATCH``)."""
 
-    def __init__(self, message: str = "tool call aborted", code: str = "ABORTED") -> None:
+    code = "ABORTED"
+
+    def __init__(self, message: str = "tool call aborted", code: str | None = None) -> None:
         super().__init__(message, code)
 
 
 class ToolTimeoutError(HarnessError):
     """The timeout policy's own deadline fired."""
 
+    code = "TOOL_TIMEOUT"
+
     def __init__(self, message: str) -> None:
-        super().__init__(message, "TOOL_TIMEOUT")
+        super().__init__(message)
 
 
 class CodeRunFailedError(HarnessError):
@@ -105,8 +121,10 @@ class CodeRunFailedError(HarnessError):
     itself without one.
     """
 
+    code = "CODE_RUN_FAILED"
+
     def __init__(self, message: str, kind: str | None = None) -> None:
-        super().__init__(message, "CODE_RUN_FAILED")
+        super().__init__(message)
         self.kind = kind
 
 
@@ -115,7 +133,11 @@ class BindingCallError(Exception):
 
     ``message`` is the failure's bare message (no ``Error: `` prefix); ``code`` is the
     failure's ``error.info.code`` when it has one. Guests turn it into ``ToolCallError``.
+    Its code is always the relayed failure's (no class-level default): ``None`` means the
+    failure carried none.
     """
+
+    code: str | None = None
 
     def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)

@@ -1,7 +1,7 @@
 """Presentation cards: the UI render intents a tool's ``present_call``/``present_result`` return.
 
-A card is a JSON dict tagged by ``"card"``, with the seed's camelCase keys (the seed's
-"tool presentation UI vocabulary", ``ToolCallView``/``ToolResultView``):
+A card is a JSON dict tagged by ``"card"``, with camelCase keys; there are pending-call
+cards (what a UI shows while a call runs) and completed-call cards:
 
 pending call (``present_call``)
     ``generic {title, kind?, rawInput?, content?, locations?}``,
@@ -20,12 +20,19 @@ list of ``{path, line?}``, ``diffs`` a list of ``{path, oldText, newText}`` (``o
 (``sources: [{url, title?, snippet?, publishedAt?}], answer?, truncated``) or ``fetch``
 (``url, statusCode, truncated``).
 
-Validation is *soft*, as in the reference: presenters are UI sugar, so a presenter that
+Validation is *soft*: presenters are UI sugar, so a presenter that
 raises or returns something malformed yields ``None`` (the UI falls back to the generic
 card) and never fails the call. Normalisation: keys outside the vocabulary are dropped,
 ``None`` for an optional field means "absent" (except ``rawInput`` and ``oldText``, where
 ``null`` is a value), a missing ``oldText`` becomes ``null``, and the result is a fresh plain
 dict with ``card`` first and the other keys in vocabulary order.
+
+Where cards go: the pipeline's session events store them. ``call_card_fields`` gives the
+``{"callCard": ...}`` a ``tool/call`` (or ``tool/code-dispatch-start``) event gains, and
+``result_card_fields`` the ``{"resultCard": ...}`` of a ``tool/result`` (or
+``tool/code-dispatch``) event; both are empty when the tool declares no presenter or its
+presenter declines or fails, so a log reader falls back to a generic card built from the
+event's name, arguments and content (``codemode log`` does that).
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ __all__ = [
     "CALL_KINDS",
     "CARD_TYPES",
     "CardPhase",
+    "call_card_fields",
     "present_call_card",
     "present_result_card",
+    "result_card_fields",
     "validate_card",
 ]
 
@@ -171,7 +180,7 @@ _diff_record = _record(
 
 def _diff(value: Any) -> dict[str, Any]:
     diff = _diff_record(value)
-    # The seed's FileDiff always carries oldText (null for a new file); absent means null.
+    # A diff always carries oldText (null for a new file); absent means null.
     return {"path": diff["path"], "oldText": diff.get("oldText"), "newText": diff["newText"]}
 
 
@@ -341,7 +350,7 @@ def _check_card(value: Any, phase: CardPhase) -> dict[str, Any]:
     else:
         out.update(_CHECKS[phase][card](value))
     if card == "terminal" and "exitCode" in out and "signal" in out:
-        # A process either exited or was killed; the seed makes the two exclusive.
+        # A process either exited or was killed, never both: the two are exclusive.
         raise _Invalid
     return out
 
@@ -405,10 +414,54 @@ def present_result_card(
 ) -> dict[str, Any] | None:
     """Run a tool's ``present_result(args, result_view)`` and soft-validate the card.
 
-    ``result_view`` is the durable projection of the result the reference passes
+    ``result_view`` is the durable projection of the result
     (``{"content": [...], "isError": bool, "meta"?: ...}``). ``None`` means "keep the
     pending card and show the raw result content".
     """
     if present_result is None:
         return None
     return _soft_present("present_result", present_result, (args, result_view), "result")
+
+
+def call_card_fields(tool: Any, args: Any) -> dict[str, Any]:
+    """The ``callCard`` field a call's session event stores (``{}`` without a card).
+
+    ``tool`` is the resolved ``ToolDefinition`` (or ``None`` for an unknown tool); the card
+    is a sealed snapshot, so it can sit inside a sealed event. Never raises.
+    """
+    try:
+        card = present_call_card(getattr(tool, "present_call", None), args)
+        return {} if card is None else {"callCard": snapshot(card)}
+    except Exception:  # soft: a card is UI sugar, never a reason to lose the event
+        logger.debug("call card failed", exc_info=True)
+        return {}
+
+
+def result_card_fields(tool: Any, args: Any, result: Any, content: Any = None) -> dict[str, Any]:
+    """The ``resultCard`` field a settled call's session event stores (``{}`` without one).
+
+    The presenter sees the durable view of the settled ``result``, ``{"content": [...],
+    "isError": bool, "meta"?: ...}``; ``content`` replaces the result's own when the event
+    records a reshaped copy (a code-dispatch log listener's). The pipeline projects
+    ``meta`` (``ToolOutput.presentation_meta``) only for model-direct calls, so for a
+    program's sub-call it is projected here from the result's value, which is what a
+    ``read`` or ``grep`` card is built from. Never raises.
+    """
+    try:
+        presenter = getattr(tool, "present_result", None)
+        if presenter is None:
+            return {}
+        is_error = bool(getattr(result, "is_error", False))
+        meta = getattr(result, "meta", None)
+        project = getattr(getattr(tool, "output", None), "presentation_meta", None)
+        if meta is None and not is_error and project is not None:
+            meta = project(args, getattr(result, "value", None))
+        blocks = result.content if content is None else content
+        view: dict[str, Any] = {"content": list(blocks), "isError": is_error}
+        if meta is not None:
+            view["meta"] = meta
+        card = present_result_card(presenter, args, view)
+        return {} if card is None else {"resultCard": snapshot(card)}
+    except Exception:
+        logger.debug("result card failed", exc_info=True)
+        return {}

@@ -21,6 +21,7 @@ import anyio
 import msgspec
 
 from ._pipeline import Prepared, aborted_before_dispatch_result
+from ._presentation import call_card_fields, result_card_fields
 from ._signals import AbortSignal
 from ._types import ToolExecutionInput, ToolExecutionResult
 
@@ -99,6 +100,7 @@ class _Step:
                 "callId": c.call.call_id,
                 "name": c.call.name,
                 "arguments": c.call.arguments,
+                **call_card_fields(self.rt.get(c.call.name, c.input.agent), c.input.arguments),
             }
         )
 
@@ -126,6 +128,8 @@ class _Step:
             event["error"] = result.error.info.to_json()
         if result.meta is not None:
             event["meta"] = result.meta
+        tool = self.rt.get(c.call.name, c.input.agent)
+        event.update(result_card_fields(tool, c.input.arguments, result))
         await self.append(event)
 
     async def commit(self, c: _Call) -> None:

@@ -1,10 +1,11 @@
 """Session logs: the durable, append-only record of a scope's tool events.
 
 An event is a lossless JSON dict with a non-empty string ``"type"`` (``"tool/call"``,
-``"tool/result"``, ``"tool/code-dispatch-start"``, ``"tool/code-dispatch"``, ...) and the
-reference's camelCase fields. ``append`` returns the event's sequence number: **0 for the
-first event**, then 1, 2, ... in append order, as in the reference's session files. A
-``tool/result`` cites its ``tool/call`` by that number.
+``"tool/result"``, ``"tool/code-dispatch-start"``, ``"tool/code-dispatch"``, ...) and
+camelCase fields. ``append`` returns the event's sequence number: **0 for the first
+event**, then 1, 2, ... in append order. A ``tool/result`` cites its ``tool/call`` by that
+number. Call and settle events also carry the tool's presentation cards (``callCard``,
+``resultCard``) when it declares them, so a log can be replayed as cards (``codemode log``).
 
 Both logs store a detached, deep-frozen snapshot of each event, so a caller mutating its
 dict afterwards cannot rewrite history, and both return those frozen dicts from
@@ -33,6 +34,7 @@ import os
 import sqlite3
 import sys
 import threading
+import urllib.parse
 import weakref
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
@@ -359,6 +361,41 @@ class SqliteSessionLog(_ClosingLog):
         except BaseException:
             _rollback(conn)
             raise
+
+    @staticmethod
+    def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+        """The events of an existing session file, opened read-only (nothing is written).
+
+        Unlike the constructor, which creates a missing file and its table, this raises
+        ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that is not
+        a session log of this format (not SQLite, no ``events`` table, another version),
+        so a reader such as ``codemode log`` never turns a mistyped path into a new log.
+        """
+        target = os.fspath(path)
+        if not os.path.isfile(target):
+            raise FileNotFoundError(f"no such session file: {target}")
+        uri = "file:" + urllib.parse.quote(os.path.abspath(target)) + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise ValueError(f"{target} cannot be opened as a session log: {exc}") from None
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+            ).fetchone()
+            if version != _SCHEMA_VERSION or has_table is None:
+                raise ValueError(
+                    f"{target} is not a session log (format version {version}, "
+                    f"{'an' if has_table else 'no'} events table; this build reads "
+                    f"version {_SCHEMA_VERSION})"
+                )
+            rows = conn.execute("SELECT body FROM events ORDER BY seq").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"{target} is not a session log: {exc}") from None
+        finally:
+            conn.close()
+        return [snapshot(_decode(body), label="event") for (body,) in rows]
 
     def __repr__(self) -> str:
         state = " closed" if self._conn is None else ""

@@ -1,5 +1,17 @@
 """codemode's first-party tools: files, search, shell, background jobs and todos.
 
+These are ordinary ``ToolDefinition``s registered on a ``ToolRuntime``; they run on the host,
+in the engine's process, and a sandboxed program reaches them only through the engine's
+pipeline (``await tools.read(...)`` is a sub-call like any other). Every file and search path
+is confined to one workspace directory, and every command runs contained in its own cgroup.
+Layout: ``fs/`` (read, write, edit, str_replace_editor, read_image, path confinement and the
+read-before-write policy), ``search/`` (glob and grep on ripgrep), ``shell/`` (bash,
+background jobs and their containment); at the top, ``_default`` composes the catalog,
+``_catalog``/``_catalog.json`` hold the model-facing names, descriptions and input schemas,
+``_config`` the caps, ``_errors`` the coded errors, ``_todo`` the ``todo_write`` tool, and
+``_common``/``_text`` small shared helpers. Each tool declares its presentation cards
+(``present_call``/``present_result``), which the session log stores.
+
 ``default_tools(workspace, ...)`` returns the catalog's tools bound to one workspace
 directory; ``FsObservationPolicy`` enforces read-before-write; ``JobManager`` owns
 background jobs for the lifetime of an ``async with`` block; ``kill_all_processes()`` kills

@@ -1,6 +1,6 @@
 """The catalog entries this package implements, shipped as package data (``_catalog.json``).
 
-``_catalog.json`` is a verbatim copy of the reference catalog's entries (names, model-facing
+``_catalog.json`` is a verbatim copy of the shared tool catalog's entries (names, model-facing
 descriptions, input JSON schemas); a test keeps it equal to the shared spec. Each tool's
 ``define_tool`` parameter spec is derived from the raw schema here, so the compiled
 ``parameters`` reproduce the catalog byte for byte (key order included).

@@ -46,11 +46,11 @@ class ToolsConfig:
     # whether regular files with more than one hard link may be read or replaced
     max_result_bytes: int = 16 * 1024 * 1024
     allow_hardlinks: bool = False
-    # read (tool-outputs.md §1)
+    # read
     read_limit: int = 2000
     read_max_line_length: int = 2000
     read_max_bytes: int = 51200
-    # glob/grep (§5, §6)
+    # glob/grep
     glob_max_results: int = 100
     grep_max_matches: int = 250
     grep_max_line_bytes: int = 2000
@@ -58,18 +58,18 @@ class ToolsConfig:
     raw_output_max_bytes: int = 20_000_000
     stderr_max_bytes: int = 65536
     search_timeout_ms: int = 30000
-    # str_replace_editor (§7)
+    # str_replace_editor
     editor_max_output_chars: int = 16000
-    # bash (§8)
+    # bash
     bash_default_timeout_ms: int = 120_000
     bash_max_timeout_ms: int = 600_000
     bash_tail_bytes: int = 64_000
     bash_spill_max_bytes: int = 64 * 1024 * 1024
     env_prefix: str = "DSH_"
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    # todo_write (§10)
+    # todo_write
     allow_parallel_in_progress: bool = True
-    # read_image (§4)
+    # read_image
     image_max_bytes: int = 5 * 1024 * 1024
     image_max_side_px: int = 8000
     accepted_image_types: tuple[str, ...] = ("image/png", "image/jpeg", "image/webp", "image/gif")

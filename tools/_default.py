@@ -70,7 +70,7 @@ def default_tools(
     - ``jobs``: a running ``JobManager`` (``async with JobManager() as jobs``) for
       ``bash``'s ``run_in_background`` and the ``job_*`` tools; without one, background
       runs fail and the job list is empty. Its output directory must be out of the file
-      tools' reach (``ValueError`` otherwise): job output is private to its owner.
+      tools' reach (``ValueError`` otherwise): job output is private to its agent.
     - ``spill_store``: where capped ``glob``/``grep`` results are saved in full (default: a
       ``LocalSpillStore`` under ``output_dir``).
     - ``output_dir``: the runtime-owned directory (outside the workspace) for spills and
@@ -79,7 +79,7 @@ def default_tools(
       read back); writes may not.
     - ``bash_timeout_ms`` / ``bash_max_timeout_ms``: bash's default deadline and cap.
     - ``env_prefix`` / ``env``: prefix of the managed variables bash sets (default ``DSH_``,
-      the name the catalog description uses, so the native schema equals the seed's)
+      the name the catalog description uses, so the native schema equals the catalog's)
       (``<prefix>WORKSPACE``, ``<prefix>WORKDIR``, ``<prefix>OUTPUT_DIR``,
       ``<prefix>CALL_ID``, ``<prefix>AGENT``, ``<prefix>JOB_ID``) and extra variables.
     - ``allow_parallel_in_progress``: ``todo_write``'s policy (changes its description).
@@ -131,7 +131,7 @@ def default_tools(
     if spill_dir is not None:
         space.allow_reads_under(os.fspath(spill_dir))
     if jobs is not None:
-        # Job output is private to its owner: no file tool may reach it, by any path. Probe
+        # Job output is private to its agent: no file tool may reach it, by any path. Probe
         # with the (existing) directory itself, as a read tool would resolve it.
         try:
             space.resolve(ensure_private_dir(jobs.output_dir))

@@ -10,7 +10,8 @@
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
 stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
-cannot express (blank strings, non-integers) keep the reference's message text and carry
+cannot express (blank strings, non-integers) keep fixed message texts (``file_path must be a non-empty
+string``) and carry
 ``FS_INVALID_ARGS`` / ``SEARCH_INVALID_ARGS``.
 
 FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORKSPACE``,
@@ -33,17 +34,37 @@ __all__ = ["BashError", "FsError", "JobError", "SearchError", "io_error"]
 class FsError(HarnessError):
     """A filesystem failure; ``code`` is one of the ``FS_*`` codes above."""
 
+    #: Every instance carries one of the ``FS_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "FS_"
+    code = "FS_IO_ERROR"
+
 
 class SearchError(HarnessError):
-    """A glob/grep failure; ``code`` is one of the reference's ``SEARCH_*`` codes."""
+    """A glob/grep failure; ``code`` is one of the ``SEARCH_*`` codes."""
+
+    #: Every instance carries one of the ``SEARCH_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "SEARCH_"
+    code = "SEARCH_FAILED"
 
 
 class BashError(HarnessError):
     """A ``bash`` failure; ``code`` is one of the ``BASH_*`` codes."""
 
+    #: Every instance carries one of the ``BASH_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "BASH_"
+    code = "BASH_ERROR"
+
 
 class JobError(HarnessError):
     """A background-job failure; ``code`` is one of the ``JOB_*`` codes."""
+
+    #: Every instance carries one of the ``JOB_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "JOB_"
+    code = "JOB_ERROR"
 
 
 def io_error(exc: OSError, verb: str, path: str) -> FsError:

@@ -1,7 +1,9 @@
-"""Text conventions shared by the tools (tool-outputs.md §0.3).
+"""Text conventions shared by the tools.
 
-Caps count UTF-16 code units ("chars", JavaScript's ``string.length``) or UTF-8 bytes; cuts
-never split a code point, and JSON is rendered the way ``JSON.stringify`` renders it.
+Caps count UTF-16 code units ("chars", JavaScript's ``string.length``, which is what a
+JavaScript host counts) or UTF-8 bytes; cuts never split a code point
+(the byte-level cuts are ``codemode.engine.policies.utf8_head_bytes``/``utf8_tail_bytes``),
+and JSON is rendered the way ``JSON.stringify`` renders it (compact, no ASCII escaping).
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from typing import Any
 __all__ = [
     "crlf_to_lf",
     "js_json",
-    "utf8_head",
-    "utf8_tail",
     "utf16_head",
     "utf16_len",
 ]
@@ -42,27 +42,6 @@ def utf16_head(s: str, units: int) -> str:
         if count > units:
             return s[:index]
     return s
-
-
-def utf8_head(data: bytes, limit: int) -> bytes:
-    """The first ``limit`` bytes of ``data``, dropping a partial trailing code point."""
-    if len(data) <= limit:
-        return data
-    cut = limit
-    # Back up over continuation bytes, then drop the lead byte if its sequence was cut.
-    while cut > 0 and (data[cut] & 0xC0) == 0x80:
-        cut -= 1
-    return data[:cut]
-
-
-def utf8_tail(data: bytes, limit: int) -> bytes:
-    """The last ``limit`` bytes of ``data``, dropping leading continuation bytes."""
-    if len(data) <= limit:
-        return data
-    start = len(data) - limit
-    while start < len(data) and (data[start] & 0xC0) == 0x80:
-        start += 1
-    return data[start:]
 
 
 def js_json(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""``todo_write``: the agent's whole task list, replaced on every call (tool-outputs.md §10).
+"""``todo_write``: the agent's whole task list, replaced on every call.
 
 The accepted list is session state: each call appends a ``todo/write`` event to the calling
 scope's session (last write wins), which is what a UI renders as the checklist.

@@ -44,6 +44,7 @@ import msgspec
 
 from .._errors import BindingCallError
 from .._pipeline import Prepared, error_message
+from .._presentation import call_card_fields, result_card_fields
 from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolExecutionInput, ToolExecutionResult
@@ -374,6 +375,9 @@ class SubDispatchDriver:
                         "subCallId": entry.sub_call_id,
                         "name": entry.name,
                         "arguments": entry.log_arguments,
+                        **call_card_fields(
+                            self._rt.get(entry.name, self._outer.agent), entry.log_arguments
+                        ),
                         "timing": sealed(
                             {
                                 "queuedMs": self._ms(entry.queued_at),
@@ -469,6 +473,12 @@ class SubDispatchDriver:
                         "arguments": entry.log_arguments,
                         "isError": final.is_error,
                         "content": content,
+                        **result_card_fields(
+                            self._rt.get(entry.name, self._outer.agent),
+                            entry.log_arguments,
+                            final,
+                            content,
+                        ),
                         "timing": sealed(
                             {
                                 "queuedMs": self._ms(entry.queued_at),

@@ -1,7 +1,7 @@
 """The spill preview: a bounded head/tail view of an oversized text plus a retrieval notice.
 
 Pure functions, no I/O. The spill policy saves the full text first (it needs the locator
-for the notice), then asks ``build_spill_preview`` for the replacement. Reference §2.9:
+for the notice), then asks ``build_spill_preview`` for the replacement, built like this:
 
 - the replacement is ``<head><tail>\\n\\n(Omitted N bytes. Full formatted result stored at:
   <locator>. <retrievalHint>)``; when the preview comes out empty (a tiny cap or a long
@@ -16,7 +16,7 @@ for the notice), then asks ``build_spill_preview`` for the replacement. Referenc
 - a replacement that would still exceed the cap is refused (``None``): the caller keeps the
   original content.
 
-Bytes are counted the way the reference's ``TextEncoder`` counts them: a lone surrogate
+Bytes are counted the way a JavaScript ``TextEncoder`` counts them: a lone surrogate
 (which a Python ``str`` can hold but UTF-8 cannot encode) counts and is previewed as
 U+FFFD.
 """
@@ -32,8 +32,10 @@ __all__ = [
     "spill_preview",
     "utf8_bytes",
     "utf8_head",
+    "utf8_head_bytes",
     "utf8_len",
     "utf8_tail",
+    "utf8_tail_bytes",
 ]
 
 
@@ -59,8 +61,13 @@ def _is_continuation(byte: int) -> bool:
     return byte & 0xC0 == 0x80
 
 
-def _head_bytes(data: bytes, n: int) -> bytes:
-    """The first ``n`` bytes of valid UTF-8 ``data``, minus a trailing partial sequence."""
+def utf8_head_bytes(data: bytes, n: int) -> bytes:
+    """The first ``n`` bytes of UTF-8 ``data``, minus a trailing partial sequence.
+
+    The one byte-level cut shared by the spill preview and the first-party tools (grep's
+    long-line cap). On bytes that are not valid UTF-8 it still returns a prefix of at most
+    ``n`` bytes; decode it with ``errors="replace"`` then.
+    """
     if n >= len(data):
         return data
     cut = data[:n]
@@ -76,8 +83,12 @@ def _head_bytes(data: bytes, n: int) -> bytes:
     return cut[:i] if len(cut) - i < expected else cut
 
 
-def _tail_bytes(data: bytes, n: int) -> bytes:
-    """The last ``n`` bytes of valid UTF-8 ``data``, minus leading continuation bytes."""
+def utf8_tail_bytes(data: bytes, n: int) -> bytes:
+    """The last ``n`` bytes of UTF-8 ``data``, minus leading continuation bytes.
+
+    Shared like ``utf8_head_bytes`` (bash's output tail, ripgrep's stderr tail); any
+    bytes are accepted.
+    """
     if n >= len(data):
         return data
     cut = data[len(data) - n :] if n > 0 else b""
@@ -93,7 +104,7 @@ def utf8_head(s: str, n: int) -> str:
     A code point that would straddle the cut is dropped whole. ``n`` must be ``>= 0``.
     """
     _check_budget(n, "n")
-    return _head_bytes(utf8_bytes(s), n).decode("utf-8")
+    return utf8_head_bytes(utf8_bytes(s), n).decode("utf-8")
 
 
 def utf8_tail(s: str, n: int) -> str:
@@ -102,15 +113,15 @@ def utf8_tail(s: str, n: int) -> str:
     A code point that would straddle the cut is dropped whole. ``n`` must be ``>= 0``.
     """
     _check_budget(n, "n")
-    return _tail_bytes(utf8_bytes(s), n).decode("utf-8")
+    return utf8_tail_bytes(utf8_bytes(s), n).decode("utf-8")
 
 
 def spill_notice(omitted_bytes: int, locator: str, hint: str) -> str:
     """The notice line: ``(Omitted N bytes. Full formatted result stored at: <locator>. <hint>)``.
 
-    The wording is the reference's, byte for byte: its retention library phrases an exact
-    omission as ``Omitted <count> bytes.`` and the spill policy wraps it with the locator
-    and the store's retrieval hint.
+    The wording is fixed, byte for byte (programs and models match on it): an exact
+    omission reads ``Omitted <count> bytes.``, wrapped with the locator and the store's
+    retrieval hint.
     """
     return f"(Omitted {omitted_bytes} bytes. Full formatted result stored at: {locator}. {hint})"
 
@@ -143,7 +154,7 @@ def _check_budget(value: object, name: str) -> None:
 def build_spill_preview(
     full_text: str, max_inline_bytes: int, locator: str, hint: str
 ) -> SpillPreview | None:
-    """Compute the bounded replacement for ``full_text`` (reference §2.9), or ``None``.
+    """Compute the bounded replacement for ``full_text`` (as the module notes say), or ``None``.
 
     ``None`` means "keep the original": either ``full_text`` already fits in
     ``max_inline_bytes`` UTF-8 bytes, or even the smallest replacement (the notice alone)
@@ -164,8 +175,8 @@ def build_spill_preview(
     head_budget = (budget + 1) // 2
     tail_budget = budget // 2
     # The two windows never overlap: budget < max_inline_bytes < total.
-    head = _head_bytes(data, head_budget)
-    tail = _tail_bytes(data, tail_budget)
+    head = utf8_head_bytes(data, head_budget)
+    tail = utf8_tail_bytes(data, tail_budget)
     omitted = total - len(head) - len(tail)
     head_text = head.decode("utf-8")
     tail_text = tail.decode("utf-8")

@@ -1,4 +1,4 @@
-"""The exception tree and how raised values become failure results (reference §2.2)."""
+"""The exception tree and how raised values become failure results."""
 
 from __future__ import annotations
 
@@ -126,3 +126,29 @@ async def test_base_exceptions_are_not_swallowed() -> None:
     rt.register(raw_tool(body=body))
     with pytest.raises(KeyboardInterrupt):
         await rt.execute(call("raw"))
+
+
+@pytest.mark.parametrize(
+    ("cls", "code"),
+    [
+        (HarnessError, "HARNESS_ERROR"),
+        (JsonSchemaError, "UNSUPPORTED_SCHEMA"),
+        (ToolArgsError, "INVALID_ARGS"),
+        (ToolOutputError, "INVALID_TOOL_OUTPUT"),
+        (ToolNotFoundError, "UNKNOWN_TOOL"),
+        (AbortError, "ABORTED"),
+        (ToolTimeoutError, "TOOL_TIMEOUT"),
+        (CodeRunFailedError, "CODE_RUN_FAILED"),
+    ],
+)
+def test_each_error_class_declares_its_code(cls: type[HarnessError], code: str) -> None:
+    # Programs branch on the class attribute without constructing an error.
+    assert cls.code == code
+    assert cls("m").code == code
+
+
+def test_an_instance_code_overrides_the_class_code() -> None:
+    assert AbortError("m", "ABORTED_BEFORE_DISPATCH").code == "ABORTED_BEFORE_DISPATCH"
+    assert AbortError.code == "ABORTED"
+    assert BindingCallError.code is None
+    assert BindingCallError("m", "X").code == "X"

@@ -401,3 +401,67 @@ def test_presenter_base_exceptions_are_not_swallowed() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         present_call_card(present_call, {})
+
+
+# --- wired in: the native scheduler's session events store the cards ------------------
+
+
+@pytest.mark.anyio
+async def test_session_events_store_the_tools_cards_and_skip_failing_presenters() -> None:
+    import json as _json
+
+    from codemode.engine import (
+        AbortController,
+        MemorySessionLog,
+        ToolOutput,
+        ToolRuntime,
+        define_tool,
+        text,
+    )
+    from codemode.engine.scheduling import ModelToolCall, run_tool_calls
+
+    async def echo(args: Any, _ctx: Any) -> Any:
+        return args["word"]
+
+    def shout(args: Any) -> Any:
+        return {"card": "terminal", "title": f"echo {args['word']}", "cwd": "/w"}
+
+    def outcome(_args: Any, result: Any) -> Any:
+        body = result["content"][0]["text"]
+        return {"card": "terminal", "output": body, "exitCode": 0}
+
+    def broken(_args: Any) -> Any:
+        raise RuntimeError("presenter bug")
+
+    output = ToolOutput(schema={"type": "string"}, render=lambda _a, v: [text(v)])
+    rt = ToolRuntime()
+    for name, call_p, result_p in [("echo", shout, outcome), ("bad", broken, None)]:
+        rt.register(
+            define_tool(
+                name=name,
+                description=name,
+                parameters={"word": {"type": "string"}},
+                output=output,
+                execute=echo,
+                present_call=call_p,
+                present_result=result_p,
+            )
+        )
+    log = MemorySessionLog()
+    agent = rt.scope("agent", session=log)
+    calls = [
+        ModelToolCall("a", "echo", _json.dumps({"word": "hi"})),
+        ModelToolCall("b", "bad", _json.dumps({"word": "x"})),
+    ]
+    results = await run_tool_calls(rt, calls, signal=AbortController().signal, agent=agent)
+    assert [r.is_error for r in results] == [False, False]
+    by = {(e["type"], e["callId"]): e for e in log.events}
+    assert by["tool/call", "a"]["callCard"] == {"card": "terminal", "title": "echo hi", "cwd": "/w"}
+    assert by["tool/result", "a"]["resultCard"] == {
+        "card": "terminal",
+        "output": "hi",
+        "exitCode": 0,
+    }
+    # A raising presenter (or none) yields no card, and the call still succeeds and logs.
+    assert "callCard" not in by["tool/call", "b"]
+    assert "resultCard" not in by["tool/result", "b"]

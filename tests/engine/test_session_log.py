@@ -396,3 +396,20 @@ async def test_sqlite_survives_a_process_restart(tmp_path: Path) -> None:
     seen = json.loads(out)
     assert seen["seq"] == 3
     assert seen["events"] == [*expected, {"type": "tool/code-dispatch-start"}]
+
+
+def test_read_opens_an_existing_log_read_only(tmp_path: Path) -> None:
+    from codemode.engine import SqliteSessionLog as Log
+
+    path = tmp_path / "s.db"
+    with Log(path) as log:
+        log.append_now({"type": "tool/call", "callId": "a"})
+    assert [e["callId"] for e in Log.read(path)] == ["a"]
+    missing = tmp_path / "missing.db"
+    with pytest.raises(FileNotFoundError):
+        Log.read(missing)
+    assert not missing.exists()
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(ValueError, match="not a session log"):
+        Log.read(junk)

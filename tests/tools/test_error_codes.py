@@ -109,3 +109,19 @@ async def test_a_runtime_directory_not_created_yet_reads_as_missing(
     # The fixture's runtime directory is only created on first use (a spill, a job).
     message, code = error_of(await harness.fail("read", {"file_path": str(output_dir / "x")}))
     assert (message, code) == (f'cannot read "{output_dir / "x"}": not found', "FS_NOT_FOUND")
+
+
+def test_tool_error_families_declare_a_class_code_and_family() -> None:
+    from codemode.tools import _errors
+
+    for cls, family in [
+        (_errors.FsError, "FS_"),
+        (_errors.SearchError, "SEARCH_"),
+        (_errors.BashError, "BASH_"),
+        (_errors.JobError, "JOB_"),
+    ]:
+        assert cls.family == family
+        assert cls.code.startswith(family)
+        assert cls("m").code == cls.code
+        # Instances keep the code they were raised with.
+        assert cls("m", family + "NOT_FOUND").code == family + "NOT_FOUND"

@@ -174,12 +174,12 @@ async def test_manager_exit_kills_everything(
     assert await all_gone(pids)
     assert all(job.terminal for job in jobs.visible(None))
     with pytest.raises(JobError, match="not running") as info:
-        jobs.start(kind="bash", label="x", owner=None, run=lambda job: anyio.lowlevel.checkpoint())
+        jobs.start(kind="bash", label="x", agent=None, run=lambda job: anyio.lowlevel.checkpoint())
     assert info.value.code == "JOB_MANAGER_CLOSED"
 
 
-async def test_per_owner_limit(workspace: Path, output_dir: Path, tmp_path: Path) -> None:
-    async with JobManager(output_dir=tmp_path / "jobs", max_jobs_per_owner=2) as jobs:
+async def test_per_agent_limit(workspace: Path, output_dir: Path, tmp_path: Path) -> None:
+    async with JobManager(output_dir=tmp_path / "jobs", max_jobs_per_agent=2) as jobs:
         h = Harness(workspace, output_dir, jobs=jobs)
         await h.ok("bash", bg("sleep 30"))
         await h.ok("bash", bg("sleep 30"))
@@ -202,7 +202,7 @@ async def test_settle_notice_and_spawn_failure(tmp_path: Path) -> None:
     async with JobManager(
         output_dir=tmp_path / "jobs", on_settle=lambda job, notice: notices.append(notice)
     ) as jobs:
-        job = jobs.start(kind="custom", label="boom", owner=None, run=explode)
+        job = jobs.start(kind="custom", label="boom", agent=None, run=explode)
         await job.settled.wait()
         assert job.status == "failed"
         assert job.take_text() == "[stderr]\nspawn failed: no such interpreter"
@@ -217,9 +217,9 @@ async def test_dropped_output_notice(workspace: Path, output_dir: Path, tmp_path
         h = Harness(workspace, output_dir, jobs=jobs)
         await h.ok("bash", bg("seq 1 1000"))
         result = await h.ok("job_output", {"job_id": "bash-1", "wait": True})
-        [owner_dir] = (tmp_path / "jobs").iterdir()
-        out_path = owner_dir / "bash-1.stdout"
-        err_path = owner_dir / "bash-1.stderr"
+        [agent_dir] = (tmp_path / "jobs").iterdir()
+        out_path = agent_dir / "bash-1.stdout"
+        err_path = agent_dir / "bash-1.stderr"
         text = result.value["text"]
         assert text.endswith(
             f"1000\n[some output was dropped from memory; full output: {out_path}, {err_path}]"
@@ -272,3 +272,21 @@ async def test_job_environment(job_harness: Harness) -> None:
     await job_harness.ok("bash", bg('echo "$DSH_JOB_ID"'))
     result = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
     assert result.value["text"] == "bash-1\n"
+
+
+async def test_job_output_result_is_a_terminal_card(job_harness: Harness) -> None:
+    from codemode.engine._presentation import validate_card
+
+    await job_harness.ok("bash", bg("echo hi"))
+    result = await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
+    tool = job_harness.rt.get("job_output")
+    assert tool is not None and tool.present_result is not None
+    card = tool.present_result({"job_id": "bash-1"}, result)
+    assert card == {
+        "card": "terminal",
+        "title": "background job bash-1",
+        "output": "hi\n[status: completed, exit code: 0]",
+    }
+    assert validate_card(card, phase="result") == card
+    failed = await job_harness.fail("job_output", {"job_id": "bash-9"})
+    assert tool.present_result({"job_id": "bash-9"}, failed) is None

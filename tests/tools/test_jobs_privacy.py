@@ -44,7 +44,7 @@ async def test_a_foreign_job_is_answered_like_an_unknown_one(
         assert error_of(foreign) == ("unknown job bash-1", "JOB_NOT_FOUND")
         assert error_of(missing) == ("unknown job bash-2", "JOB_NOT_FOUND")
         assert foreign.error.info == missing.error.info
-    # The owner's job was neither read nor killed by the other scope.
+    # The agent's job was neither read nor killed by the other scope.
     own = await job_harness.ok("job_output", {"job_id": "bash-1"})
     assert own.value["text"] == "secret\n" and own.value["job"]["status"] == "running"
     await job_harness.ok("job_kill", {"job_id": "bash-1"})
@@ -55,23 +55,23 @@ async def test_job_output_files_are_out_of_the_file_tools_reach(
 ) -> None:
     await job_harness.ok("bash", bg("seq 1 5"))
     await job_harness.ok("job_output", {"job_id": "bash-1", "wait": True})
-    [owner_dir] = Path(jobs.output_dir).iterdir()
-    out = owner_dir / "bash-1.stdout"
+    [agent_dir] = Path(jobs.output_dir).iterdir()
+    out = agent_dir / "bash-1.stdout"
     assert out.read_text() == "1\n2\n3\n4\n5\n"
     assert workspace not in out.parents
-    assert stat.S_IMODE(owner_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(agent_dir.stat().st_mode) == 0o700
     other = job_harness.rt.scope("other", session=MemorySessionLog())
-    for agent in (other, job_harness.agent):  # not even the owner reads it by path
+    for agent in (other, job_harness.agent):  # not even the job's own agent reads it by path
         for tool, args in [
             ("read", {"file_path": str(out)}),
-            ("grep", {"pattern": "3", "path": str(owner_dir)}),
-            ("glob", {"pattern": "*", "path": str(owner_dir)}),
+            ("grep", {"pattern": "3", "path": str(agent_dir)}),
+            ("glob", {"pattern": "*", "path": str(agent_dir)}),
         ]:
             result = await job_harness.fail(tool, args, agent=agent)
             assert "outside the workspace" in result.error.message, (tool, result.error)
 
 
-async def test_owners_get_separate_unguessable_directories(
+async def test_agents_get_separate_unguessable_directories(
     job_harness: Harness, jobs: JobManager
 ) -> None:
     other = job_harness.rt.scope("other", session=MemorySessionLog())
@@ -91,7 +91,7 @@ async def test_a_job_directory_the_tools_could_read_is_refused(
                 default_tools(workspace, output_dir=output_dir, jobs=jobs)
 
 
-async def test_job_ids_count_per_owner(job_harness: Harness) -> None:
+async def test_job_ids_count_per_agent(job_harness: Harness) -> None:
     """A scope's job ids say nothing about how many jobs other scopes started."""
     await job_harness.ok("bash", bg("echo mine-1"))
     await job_harness.ok("bash", bg("echo mine-2"))
@@ -106,16 +106,16 @@ async def test_job_ids_count_per_owner(job_harness: Harness) -> None:
     assert [j["id"] for j in (await job_harness.ok("job_list", {})).value] == ["bash-1", "bash-2"]
 
 
-async def test_unowned_job_ids_never_collide_with_an_owners(jobs: JobManager) -> None:
+async def test_agentless_job_ids_never_collide_with_an_agents(jobs: JobManager) -> None:
     async def idle(job: Any) -> None:
         await anyio.sleep(30)
 
-    owner = object()
-    first = jobs.start(kind="x", label="a", owner=owner, run=idle)
-    shared = jobs.start(kind="x", label="b", owner=None, run=idle)
-    second = jobs.start(kind="x", label="c", owner=owner, run=idle)
+    agent = object()
+    first = jobs.start(kind="x", label="a", agent=agent, run=idle)
+    shared = jobs.start(kind="x", label="b", agent=None, run=idle)
+    second = jobs.start(kind="x", label="c", agent=agent, run=idle)
     assert [first.id, shared.id, second.id] == ["x-1", "x-2", "x-3"]
-    assert [j.id for j in jobs.visible(owner)] == ["x-1", "x-2", "x-3"]
-    assert jobs.lookup("x-2", owner) is shared
+    assert [j.id for j in jobs.visible(agent)] == ["x-1", "x-2", "x-3"]
+    assert jobs.lookup("x-2", agent) is shared
     for job in (first, shared, second):
         job.request_kill(None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from codemode.engine._presentation import validate_card
 
 from tests.tools.conftest import Harness, error_of, text_of
 
@@ -247,11 +248,12 @@ async def test_cards(harness: Harness, workspace: Path) -> None:
         "card": "read",
         "path": str(workspace / "a.py"),
         "offset": 1,
-        "lines": 1,
+        "lines": [{"number": 1, "text": "print(1)"}],
         "totalLines": 1,
         "lang": "py",
-        "content": "1: print(1)\n\n(End of file - total 1 lines)",
     }
+    # The card is one the engine's vocabulary accepts, so the session log stores it.
+    assert validate_card(tool.present_result({"file_path": "a.py"}, result), phase="result")
     (workspace / ".env").write_text("A=1\n")
     dotfile = await harness.ok("read", {"file_path": ".env"})
     assert "lang" not in dotfile.meta

@@ -1,4 +1,4 @@
-"""``str_replace_editor``: view / create / str_replace / insert (tool-outputs.md §7).
+"""``str_replace_editor``: view / create / str_replace / insert.
 
 The value is the rendered text itself. Unlike ``edit``, matching is on the raw file content
 (no CRLF normalisation). Paths may be absolute or workspace-relative (messages always show

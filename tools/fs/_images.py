@@ -1,4 +1,5 @@
-"""``read_image`` and the attachment store it saves images to (tool-outputs.md §4).
+"""``read_image`` and the attachment store it saves images to (an image file in, an image
+content block out).
 
 Image headers are parsed here (PNG, JPEG, WebP, GIF) for the media type and dimensions; the
 bytes are stored unchanged (this build does not downscale, so ``originalDimensions`` never

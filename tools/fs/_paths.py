@@ -22,8 +22,8 @@ Two resolvers, one contract:
 ``Handle`` is the result: an ``O_PATH`` descriptor of the object (if it exists), the
 descriptor of its physical parent directory and its name there (for ``renameat``), its
 ``stat`` and its physical path (``real``: what policy keys and ripgrep use) next to the
-``display`` path messages and values show (the absolute path as written, like the
-reference's ``resolve(cwd, file_path)``).
+``display`` path messages and values show (the absolute path as written, as
+``path.resolve(cwd, file_path)`` gives it in Node).
 """
 
 from __future__ import annotations
@@ -362,7 +362,7 @@ class Workspace:
                 f"invalid path {js_json(raw)}: contains a NUL character", "FS_INVALID_PATH"
             )
         absolute = _squash_slashes(raw) if raw.startswith("/") else posixpath.join(self.root, raw)
-        # The display path is only a label (what the reference shows); nothing resolves it.
+        # The display path is only a label (the path as written); nothing resolves it.
         display = _squash_slashes(posixpath.normpath(absolute))
         rel = self._workspace.strip(absolute)
         if rel is not None:

@@ -1,4 +1,4 @@
-"""The read-before-write policy (the seed's fs-observation policy).
+"""The read-before-write policy (``FsObservationPolicy``).
 
 The file tools record what each scope has seen — a file's version after ``read``, ``view``,
 ``write`` or ``edit``, or its absence — and refuse a ``write``/``edit`` (or a

@@ -1,4 +1,4 @@
-"""``read``: a numbered window of a UTF-8 text file (tool-outputs.md §1).
+"""``read``: a numbered window of a UTF-8 text file (``N: text`` rows).
 
 The file is always scanned to the end (``totalLines`` is exact) in 1 MiB chunks through an
 incremental strict UTF-8 decoder, so a 10 MB file costs one pass and bounded memory; only the
@@ -330,13 +330,27 @@ def build_read(cfg: ToolsConfig) -> ToolDefinition:
         keys = ("path", "offset", "lines", "totalLines")
         if not all(isinstance(card_meta.get(k), str if k == "path" else int) for k in keys):
             return None
-        card: dict[str, Any] = {"card": "read", **{k: card_meta[k] for k in keys}}
+        body = text_of(content)
+        match = _ENVELOPE.match(body) if body is not None else None
+        if match is None:
+            return None
+        # The card's lines are ``{number, text}`` rows; the meta only counts them, so take
+        # them back from the rendered ``N: text`` rows (the first ``lines`` of the body).
+        rows: list[dict[str, Any]] = []
+        for row in match.group(1).split("\n")[: card_meta["lines"]]:
+            number, sep, line = row.partition(": ")
+            if not sep or not number.isdigit():
+                return None
+            rows.append({"number": int(number), "text": line})
+        card: dict[str, Any] = {
+            "card": "read",
+            "path": card_meta["path"],
+            "offset": card_meta["offset"],
+            "lines": rows,
+            "totalLines": card_meta["totalLines"],
+        }
         if isinstance(card_meta.get("lang"), str):
             card["lang"] = card_meta["lang"]
-        body = text_of(content)
-        if body is not None:
-            match = _ENVELOPE.match(body)
-            card["content"] = match.group(1) if match else body
         return card
 
     return define_catalog_tool(

@@ -1,4 +1,4 @@
-"""``write`` and ``edit``: whole-file writes and literal replacements (tool-outputs.md §2, §3).
+"""``write`` and ``edit``: whole-file writes and literal replacements.
 
 Both write atomically (temp file + ``renameat`` in the physical parent directory's
 descriptor, see ``_io``), check and record versions with the read-before-write policy on
@@ -131,7 +131,7 @@ def _edit_file(
         if entry.st is None:
             if policy is not None:
                 policy.check("edit", agent, entry.real, path, None)
-            # Without the policy a vanished file reads as a stale version (the reference's code).
+            # Without the policy a vanished file reads as a stale version (``FS_STALE_VERSION``).
             raise FsError(
                 f'cannot edit "{path}": file changed since it was read — re-read the file, '
                 "then retry",

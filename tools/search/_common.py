@@ -1,4 +1,4 @@
-"""What ``glob`` and ``grep`` share (tool-outputs.md §5, §6).
+"""What ``glob`` and ``grep`` share: argument checks, the search root, the ripgrep run, caps.
 
 Values carry every match; the inline caps apply only to the rendered text. When a top-level
 call is capped, the body saves the complete formatted list to the spill store and
@@ -122,7 +122,7 @@ def _locate(cfg: ToolsConfig, tool: str, path: str) -> SearchTarget:
     with cfg.workspace.open(path) as handle:
         st = handle.st
         if st is None:
-            # What ripgrep itself says for a missing path (the reference's message).
+            # The message ripgrep itself prints for a missing path.
             raise SearchError(
                 f"{tool} search failed (exit 2): rg: {path}: No such file or directory "
                 "(os error 2)",

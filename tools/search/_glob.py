@@ -1,4 +1,8 @@
-"""``glob``: files matching a glob pattern, on ripgrep (tool-outputs.md §5)."""
+"""``glob``: files matching a glob pattern, on ripgrep.
+
+The files come sorted by modification time (ripgrep's ``--sort=modified``), at most ``ToolsConfig.glob_max_results``
+of them in the rendered text; the value keeps every match.
+"""
 
 from __future__ import annotations
 

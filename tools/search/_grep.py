@@ -1,4 +1,9 @@
-"""``grep``: matching lines, on ripgrep's ``--json`` output (tool-outputs.md §6)."""
+"""``grep``: matching lines, on ripgrep's ``--json`` output.
+
+Matches are grouped by file and rendered as ``Line N: text``, at most
+``ToolsConfig.grep_max_matches`` of them and each line cut at
+``ToolsConfig.grep_max_line_bytes``; the value keeps every match.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,12 @@ from typing import Any
 import anyio.to_thread
 import msgspec
 from codemode.engine import ToolDefinition, text
+from codemode.engine.policies import utf8_head_bytes
 
 from .._catalog import catalog_entry
 from .._common import arg, is_blank
 from .._config import ToolsConfig
 from .._errors import SearchError
-from .._text import utf8_head
 from ._common import (
     GREP_UNSAVED,
     SearchTarget,
@@ -78,7 +83,7 @@ def _malformed(detail: str) -> SearchError:
 
 
 def _diagnose(lines: list[bytes]) -> SearchError:
-    """The reference's detail for the first malformed line (slow path, errors only)."""
+    """The detail message for the first malformed line (slow path, errors only)."""
     for line in lines:
         try:
             record = msgspec.json.decode(line)
@@ -155,7 +160,7 @@ def _preview(line: str, max_bytes: int) -> str:
     data = line.encode("utf-8")
     if len(data) <= max_bytes:
         return line
-    return utf8_head(data, max_bytes).decode("utf-8") + " (line truncated)"
+    return utf8_head_bytes(data, max_bytes).decode("utf-8") + " (line truncated)"
 
 
 def _grouped(matches: Sequence[dict[str, Any]], max_bytes: int) -> dict[str, list[dict[str, Any]]]:

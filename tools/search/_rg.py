@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 
 import anyio
 from codemode.engine import AbortSignal
+from codemode.engine.policies import utf8_tail_bytes
 
 from .._errors import SearchError
-from .._text import utf8_tail
 
 __all__ = ["RgOutput", "landlock_abi", "rg_executable", "run_rg"]
 
@@ -251,7 +251,7 @@ class RgOutput:
 
 
 def _stderr_text(data: bytes, cap: int) -> str:
-    text = utf8_tail(data, cap).decode("utf-8", "replace").strip()
+    text = utf8_tail_bytes(data, cap).decode("utf-8", "replace").strip()
     return text + " [stderr truncated]" if len(data) > cap else text
 
 
@@ -265,7 +265,7 @@ async def run_rg(
     stderr_cap: int,
     confine: str | None = None,
 ) -> RgOutput:
-    """Run ``rg args`` in ``cwd``; kill it on abort. Errors are the reference's ``SearchError``s.
+    """Run ``rg args`` in ``cwd``; kill it on abort. Errors are coded ``SearchError``s.
 
     ``confine``: a directory ``rg`` may read beneath and nothing else (Landlock, where the
     kernel has it; see the module docstring).

@@ -1,4 +1,4 @@
-"""``bash``: one ``bash -c`` process per call (tool-outputs.md §8).
+"""``bash``: one ``bash -c`` process per call, in the workspace (or ``workdir``).
 
 Every failure is a ``BashError`` with a stable ``BASH_*`` code (or a coded ``JobError``,
 ``FsError`` or ``AbortError``); see ``_process``, ``_launcher`` and ``_cgroup`` for how a
@@ -18,12 +18,13 @@ from typing import Any
 
 import anyio
 from codemode.engine import AbortError, ToolDefinition, ToolOutput, text
+from codemode.engine.policies import utf8_tail_bytes
 
 from .._catalog import catalog_entry, define_catalog_tool
 from .._common import arg, is_blank, result_parts, text_of
 from .._config import ToolsConfig, ensure_private_dir
 from .._errors import BashError, FsError
-from .._text import js_json, utf8_tail
+from .._text import js_json
 from ._jobs import Job
 from ._process import BashProcess, signal_name
 
@@ -107,7 +108,7 @@ class _Capture:
                 os.unlink(self.spill_path)
         if self.total <= self.tail_bytes:
             return {"text": bytes(self.buf).decode("utf-8", "replace"), "truncated": False}
-        tail = utf8_tail(bytes(self.buf), self.tail_bytes).decode("utf-8", "replace")
+        tail = utf8_tail_bytes(bytes(self.buf), self.tail_bytes).decode("utf-8", "replace")
         out: dict[str, Any] = {"text": tail, "truncated": True}
         if self.file is not None and self.spill_ok:
             out["spillPath"] = self.spill_path
@@ -272,7 +273,7 @@ def _background(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
         else:
             job.settle("completed", f"exit code: {code}")
 
-    job = jobs.start(kind="bash", label=command, owner=ctx.agent, run=produce)
+    job = jobs.start(kind="bash", label=command, agent=ctx.agent, run=produce)
     return {"kind": "background", "jobId": job.id}
 
 

@@ -1,8 +1,8 @@
-"""``job_list``, ``job_output`` and ``job_kill`` (tool-outputs.md §9).
+"""``job_list``, ``job_output`` and ``job_kill``: the calling agent's background jobs.
 
 Every failure is a ``JobError`` with a stable code (``JOB_INVALID_ID``, ``JOB_NOT_FOUND``,
-``JOB_INVALID_WAIT_TIMEOUT``) or an ``AbortError``. Unlike the reference, another session's
-job is ``unknown job {id}`` (``JOB_NOT_FOUND``), exactly like an id that never existed.
+``JOB_INVALID_WAIT_TIMEOUT``) or an ``AbortError``. Another session's job is
+deliberately ``unknown job {id}`` (``JOB_NOT_FOUND``), exactly like an id that never existed.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from codemode.engine import ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool
-from .._common import arg
+from .._common import arg, result_parts, text_of
 from .._config import ToolsConfig
 from .._errors import JobError
 from .._text import js_json
@@ -115,6 +115,15 @@ def build_job_output(cfg: ToolsConfig) -> ToolDefinition:
             body += "\n"
         return [text(body + status_line(value["job"]))]
 
+    def present_result(args: Any, result: Any) -> Any:
+        # A job's output is terminal output: show it (and its status line) as a terminal
+        # card. Failures keep the generic card, which shows the error text.
+        content, is_error, _meta = result_parts(result)
+        body = text_of(content)
+        if is_error or body is None:
+            return None
+        return {"card": "terminal", "title": f"background job {args['job_id']}", "output": body}
+
     schema = _with_job({"text": {"type": "string", "required": True}})
     return define_catalog_tool(
         "job_output",
@@ -126,6 +135,7 @@ def build_job_output(cfg: ToolsConfig) -> ToolDefinition:
             "kind": "read",
             "rawInput": args["job_id"],
         },
+        present_result=present_result,
     )
 
 

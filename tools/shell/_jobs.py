@@ -6,8 +6,8 @@ producer kills its processes on cancellation (shielded) before the close returns
 output is kept in memory as an unread delta (bounded; the oldest text is dropped first) and,
 in full, in a per-stream file under the manager's runtime-owned output directory.
 
-Jobs are private to their owner: another scope's job id is answered exactly like an id that
-never existed, and each owner's output files live in its own unguessable subdirectory (mode
+Jobs are private to their agent: another scope's job id is answered exactly like an id that
+never existed, and each agent's output files live in its own unguessable subdirectory (mode
 0700) of a directory that ``default_tools`` keeps out of every file tool's reach.
 """
 
@@ -107,13 +107,13 @@ class Job:
         job_id: str,
         kind: str,
         label: str,
-        owner: object | None,
+        agent: object | None,
         directory: str,
     ) -> None:
         self.id = job_id
         self.kind = kind
         self.label = label
-        self.owner = owner
+        self.agent = agent
         self.status: JobStatus = "running"
         self.detail: str | None = None
         self.started_at = _now_ms()
@@ -134,7 +134,7 @@ class Job:
         return self.status in _TERMINAL
 
     def snapshot(self) -> dict[str, Any]:
-        """The public ``Job`` value (owner and bookkeeping removed)."""
+        """The public ``Job`` value (agent and bookkeeping removed)."""
         out: dict[str, Any] = {
             "id": self.id,
             "kind": self.kind,
@@ -161,7 +161,7 @@ class Job:
         self._manager._settled(self)
 
     def take_text(self) -> str:
-        """The unread stream delta in the reference's layout (stdout, ``[stderr]``, notices)."""
+        """The unread stream delta laid out as stdout, then ``[stderr]`` and its text, then notices."""
         out = self.stdout.take()
         err = self.stderr.take()
         text = out
@@ -195,10 +195,10 @@ def unknown_job(job_id: str) -> JobError:
     return JobError(f"unknown job {job_id}", "JOB_NOT_FOUND")
 
 
-def _owner_key(owner: object | None) -> object | None:
+def _agent_key(agent: object | None) -> object | None:
     # Jobs are shared within a session (``JobManager._owns``), so are their files.
-    session = getattr(owner, "session", None)
-    return session if session is not None else owner
+    session = getattr(agent, "session", None)
+    return session if session is not None else agent
 
 
 def status_line(job: dict[str, Any]) -> str:
@@ -213,9 +213,9 @@ Producer = Callable[[Job], Awaitable[None]]
 class JobManager:
     """Owns background jobs for the lifetime of an ``async with`` block.
 
-    ``max_jobs_per_owner`` bounds live jobs per calling scope; ``wait_timeout_ms`` and
+    ``max_jobs_per_agent`` bounds live jobs per calling scope; ``wait_timeout_ms`` and
     ``max_wait_timeout_ms`` are ``job_output``'s default and cap; ``on_settle(job, notice)``
-    (optional) hears every settlement with the reference's completion-notice text, so a host
+    (optional) hears every settlement with the completion-notice text a model sees, so a host
     can wake the owning agent.
     """
 
@@ -223,7 +223,7 @@ class JobManager:
         self,
         *,
         output_dir: str | os.PathLike[str] | None = None,
-        max_jobs_per_owner: int = 10,
+        max_jobs_per_agent: int = 10,
         wait_timeout_ms: int = 30_000,
         max_wait_timeout_ms: int = 600_000,
         memory_chars: int = 1_000_000,
@@ -232,18 +232,18 @@ class JobManager:
     ) -> None:
         self._own_dir = output_dir is None
         self.output_dir = os.path.abspath(os.fspath(output_dir or runtime_dir("jobs")))
-        self.max_jobs_per_owner = max_jobs_per_owner
+        self.max_jobs_per_agent = max_jobs_per_agent
         self.wait_timeout_ms = wait_timeout_ms
         self.max_wait_timeout_ms = max_wait_timeout_ms
         self.memory_chars = memory_chars
         self.spill_max_bytes = spill_max_bytes
         self._on_settle = on_settle
-        # Keyed by (id(owner key), job id): every owner numbers its jobs from 1, so its ids
-        # say nothing about how many jobs other owners started.
+        # Keyed by (id(agent key), job id): every agent numbers its jobs from 1, so its ids
+        # say nothing about how many jobs other agents started.
         self._jobs: dict[tuple[int, str], Job] = {}
         self._counters: dict[tuple[int, str], int] = {}
-        # id(owner key) -> (the key, kept alive so its id stays unique; its directory)
-        self._owner_dirs: dict[int, tuple[object, str]] = {}
+        # id(agent key) -> (the key, kept alive so its id stays unique; its directory)
+        self._agent_dirs: dict[int, tuple[object, str]] = {}
         self._group: anyio.abc.TaskGroup | None = None
         self._closed = False
 
@@ -290,10 +290,10 @@ class JobManager:
 
     # -- producers ---------------------------------------------------------------------
 
-    def start(self, *, kind: str, label: str, owner: object | None, run: Producer) -> Job:
-        """Start ``run(job)`` as job ``{kind}-{n}`` owned by ``owner``; returns the job.
+    def start(self, *, kind: str, label: str, agent: object | None, run: Producer) -> Job:
+        """Start ``run(job)`` as job ``{kind}-{n}`` started by ``agent``; returns the job.
 
-        ``n`` counts per owner (session, else scope) from 1.
+        ``n`` counts per agent (session, else scope) from 1.
         """
         group = self._group
         if group is None or self._closed:
@@ -301,17 +301,17 @@ class JobManager:
                 "background jobs unavailable: the job manager is not running",
                 "JOB_MANAGER_CLOSED",
             )
-        live = sum(1 for j in self._jobs.values() if not j.terminal and j.owner is owner)
-        if live >= self.max_jobs_per_owner:
+        live = sum(1 for j in self._jobs.values() if not j.terminal and j.agent is agent)
+        if live >= self.max_jobs_per_agent:
             raise JobError(
-                f"background job limit reached for this owner (limit: {self.max_jobs_per_owner}); "
+                f"background job limit reached for this owner (limit: {self.max_jobs_per_agent}); "
                 "use job_kill to stop an unneeded job, wait for it to finish, then retry",
                 "JOB_LIMIT_REACHED",
             )
-        directory = self._owner_dir(owner)  # also keeps the owner key (and its id) alive
-        key = id(_owner_key(owner))
+        directory = self._agent_dir(agent)  # also keeps the agent key (and its id) alive
+        key = id(_agent_key(agent))
         number = self._next_number(kind, key)
-        job = Job(self, f"{kind}-{number}", kind, label, owner, directory)
+        job = Job(self, f"{kind}-{number}", kind, label, agent, directory)
         self._jobs[(key, job.id)] = job
         group.start_soon(self._supervise, job, run, name=f"job {job.id}")
         return job
@@ -339,49 +339,50 @@ class JobManager:
                 self._on_settle(snapshot, notice)
 
     def _next_number(self, kind: str, key: int) -> int:
-        # Unowned jobs are visible to every owner, so their ids must not collide with any
-        # owner's: they take the next number above all, and owners continue above theirs.
-        unowned = id(None)
-        if key == unowned:
+        # Jobs started without an agent are visible to every agent, so their ids must not
+        # collide with any agent's: they take the next number above all, and agents
+        # continue above theirs.
+        no_agent = id(None)
+        if key == no_agent:
             counts = [n for (_k, k_kind), n in self._counters.items() if k_kind == kind]
             number = max(counts, default=0) + 1
         else:
             mine = self._counters.get((key, kind), 0)
-            number = max(mine, self._counters.get((unowned, kind), 0)) + 1
+            number = max(mine, self._counters.get((no_agent, kind), 0)) + 1
         self._counters[(key, kind)] = number
         return number
 
-    def _owner_dir(self, owner: object | None) -> str:
-        """The owner's private output directory (one per session, else per scope)."""
-        key = _owner_key(owner)
-        entry = self._owner_dirs.get(id(key))
+    def _agent_dir(self, agent: object | None) -> str:
+        """The agent's private output directory (one per session, else per scope)."""
+        key = _agent_key(agent)
+        entry = self._agent_dirs.get(id(key))
         if entry is None:
-            # Unguessable, so a path seen by one owner says nothing about another's.
+            # Unguessable, so a path seen by one agent says nothing about another's.
             directory = os.path.join(self.output_dir, secrets.token_hex(16))
             entry = (key, ensure_private_dir(directory))
-            self._owner_dirs[id(key)] = entry
+            self._agent_dirs[id(key)] = entry
         return entry[1]
 
     # -- tools -------------------------------------------------------------------------
 
     @staticmethod
     def _owns(job: Job, caller: object | None) -> bool:
-        if job.owner is None or job.owner is caller:
+        if job.agent is None or job.agent is caller:
             return True
-        session = getattr(job.owner, "session", None)
+        session = getattr(job.agent, "session", None)
         return session is not None and session is getattr(caller, "session", None)
 
     def visible(self, caller: object | None) -> list[Job]:
-        """The caller's jobs and unowned jobs, in start order."""
+        """The caller's jobs and jobs started without an agent, in start order."""
         return [job for job in self._jobs.values() if self._owns(job, caller)]
 
     def lookup(self, job_id: str, caller: object | None) -> Job:
         """The job ``job_id`` if the caller may see it, else ``JobError`` ``JOB_NOT_FOUND``.
 
-        Another owner's job fails exactly like an id that never existed, so the answer does
+        Another agent's job fails exactly like an id that never existed, so the answer does
         not reveal which ids are in use elsewhere.
         """
-        job = self._jobs.get((id(_owner_key(caller)), job_id)) or self._jobs.get((id(None), job_id))
+        job = self._jobs.get((id(_agent_key(caller)), job_id)) or self._jobs.get((id(None), job_id))
         if job is None or not self._owns(job, caller):
             raise unknown_job(job_id)
         return job
