@@ -20,6 +20,7 @@ import sys
 from typing import Any, NoReturn
 
 import msgspec
+from codemode.sdk_gen import js_number
 
 __all__ = [
     "FrozenDict",
@@ -338,43 +339,6 @@ def is_lossless(value: Any) -> bool:
 def thaw(value: Any) -> Any:
     """A mutable deep copy of a (possibly frozen) JSON value."""
     return snapshot(value, freeze=False)
-
-
-def js_number(value: int | float) -> str:
-    """Render a number like JavaScript's ``String(n)``: ``3`` not ``3.0``, ``1e+21``, ``1e-7``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int) and abs(value) < 10**21:
-        return str(value)
-    if isinstance(value, int) and not _fits_float(value):
-        value = math.inf if value > 0 else -math.inf
-    value = float(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    # ``repr`` gives the shortest round-trip digits (as JS does); re-lay them out with
-    # JS's rules: positional for 1e-7 < |v| < 1e21, otherwise d.ddde±x.
-    text = repr(abs(value))
-    mant, _, exp_text = text.partition("e")
-    exponent = int(exp_text) if exp_text else 0
-    int_part, _, frac_part = mant.partition(".")
-    digits = (int_part + frac_part).lstrip("0")
-    leading_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
-    # Decimal exponent of the first significant digit.
-    exponent += len(int_part) - 1 - leading_zeros
-    digits = digits.rstrip("0") or "0"
-    if -7 < exponent < 21:
-        if exponent >= 0:
-            whole = digits[: exponent + 1].ljust(exponent + 1, "0")
-            frac = digits[exponent + 1 :]
-            return sign + whole + ("." + frac if frac else "")
-        return sign + "0." + "0" * (-exponent - 1) + digits
-    body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-    return f"{sign}{body}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -13,6 +13,7 @@ from ._py_names import MAX_CLASS_NAME_BASE as MAX_CLASS_NAME_BASE
 from ._py_names import MAX_LIST_NESTING as MAX_LIST_NESTING
 from ._render import SDK_LANGUAGES as SDK_LANGUAGES
 from ._render import render_sdk as render_sdk
+from ._text import js_number as js_number
 from ._tool import SdkTool as SdkTool
 from ._ts import json_schema_to_ts as json_schema_to_ts
 
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_LIST_NESTING",
     "SDK_LANGUAGES",
     "SdkTool",
+    "js_number",
     "json_schema_to_py",
     "json_schema_to_ts",
     "render_sdk",

@@ -66,13 +66,24 @@ def js_string(value: str) -> str:
     return '"' + _JSON_NEEDS_ESCAPE.sub(_escape_json_char, value) + '"'
 
 
-def js_number(value: float) -> str:
-    """Format a finite float the way ECMAScript ``Number::toString`` does.
+def js_number(value: int | float) -> str:
+    """Format a number the way ECMAScript ``Number::toString`` (``String(n)``) does.
 
     Both languages pick the shortest round-tripping digit string; only the layout
     differs (``10000000000000000`` vs ``1e+16``, ``1.5e-7`` vs ``1.5e-07``, ``100`` vs
-    ``100.0``).
+    ``100.0``). Integers below 1e21 print exactly; larger ones as the double JavaScript
+    would hold (``Infinity`` past the double range); booleans as ``true``/``false``.
+    This is the project's one implementation: the engine's JSON rendering uses it too.
     """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if abs(value) < 10**21:
+            return str(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            value = math.inf if value > 0 else -math.inf
     if not math.isfinite(value):
         # Not reachable through a validated schema; mirrors String(NaN)/String(Infinity).
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")

@@ -1,4 +1,8 @@
-"""design.md's arrows: sdk_gen <- engine <- {sandbox, tools} <- cli; no upward imports."""
+"""The architecture's arrows, enforced: sdk_gen <- engine <- {sandbox, tools} <- cli.
+
+No upward import, no import of another package's private module, nothing host-side in the
+worker-side folders, and ``pyproject.toml`` lists every package folder.
+"""
 
 from __future__ import annotations
 
@@ -102,3 +106,92 @@ def test_sdk_gen_uses_only_the_standard_library() -> None:
             else:
                 continue
             assert set(names) <= stdlib, f"{file.name} imports {names}"
+
+
+def _private_cross_imports(path: Path, own: str) -> list[str]:
+    """Imports in ``path`` (inside package ``own``) of another package's private module or name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    bad: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            targets = [(node.module, alias.name) for alias in node.names]
+        else:
+            continue
+        for module, name in targets:
+            parts = module.split(".")
+            if parts[0] != "codemode" or len(parts) < 2 or parts[1] == own:
+                continue
+            private = any(p.startswith("_") for p in parts[2:])
+            if private or (name is not None and name.startswith("_")):
+                shown = module if name is None else f"{module}.{name}"
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {shown}")
+    return bad
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    # What one package needs of another is published (``codemode.engine.json``, names in
+    # an ``__init__``); private modules may change without telling their neighbours.
+    bad = [
+        line
+        for package in [*ALLOWED, "codemode"]
+        for file in sorted((ROOT / package).rglob("*.py"))
+        for line in _private_cross_imports(file, package)
+    ]
+    assert bad == []
+
+
+# Modules that run inside the fork server and workers: they must not pull host-side code
+# (anyio, the engine, the host half of the sandbox, tools, the CLI) into a worker.
+WORKER_SIDE = ("sandbox/worker", "sandbox/python", "sandbox/typescript")
+HOST_SIDE_PREFIXES = (
+    "anyio",
+    "codemode.engine",
+    "codemode.sandbox.host",
+    "codemode.tools",
+    "codemode.cli",
+)
+# Root modules of the sandbox package a worker may use: pure data and constants.
+WORKER_SAFE_ROOT = {"_limits", "_sdk_facts"}
+
+
+def _resolve(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module a relative import in ``path`` names."""
+    rel = path.relative_to(ROOT).with_suffix("")
+    # A module's package and an ``__init__``'s package are both its folder.
+    package = ["codemode", *rel.parts[:-1]]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_worker_side_modules_import_nothing_host_side() -> None:
+    bad: list[str] = []
+    for folder in WORKER_SIDE:
+        files = sorted((ROOT / folder).rglob("*.py"))
+        assert files, folder
+        for file in files:
+            tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+            for node in ast.walk(tree):  # function-level imports count too
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = _resolve(file, node) if node.level else (node.module or "")
+                    modules = [base] + [f"{base}.{alias.name}" for alias in node.names]
+                else:
+                    continue
+                for module in modules:
+                    parts = module.split(".")
+                    host = module.startswith(HOST_SIDE_PREFIXES) and (
+                        module in HOST_SIDE_PREFIXES
+                        or module.startswith(tuple(p + "." for p in HOST_SIDE_PREFIXES))
+                    )
+                    root_module = (
+                        parts[:2] == ["codemode", "sandbox"]
+                        and len(parts) == 3
+                        and parts[2].startswith("_")
+                        and parts[2] not in WORKER_SAFE_ROOT
+                    )
+                    if host or root_module:
+                        bad.append(f"{file.relative_to(ROOT)}:{node.lineno} imports {module}")
+    assert bad == []
