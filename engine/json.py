@@ -407,7 +407,8 @@ def dumps_compact(value: Any) -> str:
 
 def dumps_pretty(value: Any, indent: int = 2, max_indent: int | None = None) -> str:
     """``JSON.stringify(value, null, indent)``; with ``max_indent`` set, containers whose
-    indentation would exceed it render compact (the reference's run_code depth rule)."""
+    indentation would exceed it render compact (how ``run_code`` keeps a deep value readable: past the
+    indentation cap it prints one line per container)."""
     compact_depth = 10**9 if max_indent is None else max_indent // indent
     return _dumps(value, indent=indent, compact_depth=compact_depth)
 

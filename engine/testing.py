@@ -58,7 +58,8 @@ class _Tools:
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         # Attribute access to a missing tool is an AttributeError (so ``hasattr`` and
-        # ``getattr(tools, name, None)`` behave), with the reference's message.
+        # ``getattr(tools, name, None)`` behave), with the same ``unknown binding "tools.x"`` message a sandbox
+        # gives.
         if name.startswith("__") or name not in self._functions:
             raise AttributeError(f'unknown binding "tools.{name}"')
         return self[name]

@@ -5,8 +5,8 @@ the supervisor and its limits, the boundary. What differs:
 
 1. The host strips the types (``typescript._strip``) before any worker is used; non-erasable
    syntax or a syntax error is a ``syntax`` result with the stripper's message, and no
-   worker is touched (reference.md §3.3 step 3 says ``exception``; the engine's shared
-   ``ErrorKind`` vocabulary gives parse failures their own kind in both languages).
+   worker is touched (the shared ``ErrorKind`` vocabulary gives parse failures their own
+   kind in both languages, rather than the generic ``exception``).
 2. The worker runs the stripped program in QuickJS (``typescript._worker`` driving
    ``typescript._guest.JsGuest``); each new worker builds its context ahead of the run with this
    runtime's limits.

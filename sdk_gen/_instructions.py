@@ -1,8 +1,8 @@
 """The fixed model-facing usage text that precedes each flavour's declarations.
 
-Both texts are the reference's exact wording (reference §4.1 for TypeScript; the Python
-text is the reference's `py-types.ts` instructions as published in public forks of the
-reference repository), with one deliberate extension: our engine gives ``ToolCallError``
+Both texts keep, word for word, the usage instructions models already see from other
+code-mode hosts (their wording is part of what programs are written against), with one
+deliberate extension: our engine gives ``ToolCallError``
 a ``code`` (the failure's ``error.info.code``), so the error bullet gains one sentence
 saying so. The stub classes in the fenced blocks declare the same member.
 """
@@ -22,8 +22,8 @@ TYPESCRIPT_INSTRUCTIONS: Final = (
     "## Writing code for run_code\n"
     "\n"
     "`run_code` takes two required arguments: `code` — the body of an async TypeScript "
-    # Deviation: the reference says "erasable syntax only — no `enum` or namespaces"; our
-    # stripper compiles enums, and the facts block says what is refused.
+    # Deviation: the usual text says "erasable syntax only — no `enum` or namespaces";
+    # our stripper compiles enums, and the facts block says what is refused.
     "function (type annotations are advisory: the code runs type-stripped) — and "
     "`description`, a short summary of what the program does. Inside the program:\n"
     "\n"
@@ -32,7 +32,7 @@ TYPESCRIPT_INSTRUCTIONS: Final = (
     "Tool arguments must be lossless JSON.\n"
     "- A FAILED tool call rejects with `ToolCallError`, whose `toolName` identifies the failed "
     "tool and whose `message` is human-readable — `try/catch` it to handle and continue. "
-    # The `code` extension (not in the reference).
+    # The `code` extension (ours: other hosts' ToolCallError has no code).
     'Its `code` is the failure\'s error code (e.g. `"INVALID_ARGS"`), or `null` when the '
     "failure has none.\n"
     "- Independent read-only calls MAY overlap under `Promise.all` (safe calls run "
@@ -63,7 +63,7 @@ PYTHON_INSTRUCTIONS: Final = (
     "must be lossless JSON.\n"
     "- A FAILED tool call raises `ToolCallError`, whose `toolName` identifies the failed tool "
     "and whose message is human-readable — wrap in `try/except` to handle and continue. "
-    # The `code` extension (not in the reference).
+    # The `code` extension (ours: other hosts' ToolCallError has no code).
     'Its `code` is the failure\'s error code (e.g. `"INVALID_ARGS"`), or `None` when the '
     "failure has none.\n"
     "- Independent read-only calls MAY overlap under `asyncio.gather` (safe calls run "

@@ -1,6 +1,6 @@
 """Python flavour: JSON Schema → typing annotations, and the ``tools:sdk`` section.
 
-Rules (reference §4.2): ``str``/``float`` (number)/``int`` (integer)/``bool``/``None``;
+Rules: ``str``/``float`` (number)/``int`` (integer)/``bool``/``None``;
 ``const``/``enum`` → ``Literal[...]``; arrays → ``list[T]`` (``list[Any]`` without
 ``items``); ``oneOf`` → ``A | B``; ``{}`` and anything outside the subset → ``Any``.
 An object with properties becomes a named ``TypedDict`` declared before whatever
@@ -95,8 +95,8 @@ def _scalar(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        # An integral double prints its exact integer digits (the reference's BigInt
-        # path), so `2.0` is `2` and 2**60 is not rounded to ...847000.
+        # An integral double prints its exact integer digits (as a BigInt would
+        # print), so `2.0` is `2` and 2**60 is not rounded to ...847000.
         return str(int(value)) if value.is_integer() else js_number(value)
     return js_string(str(value))
 

@@ -1,9 +1,9 @@
 """Python flavour: which names may be emitted bare, class naming, and text escaping.
 
 Everything here protects one invariant: the fenced block must be valid Python source
-(reference §4.2). Identifier checks use CPython's own ``str.isidentifier()`` plus an NFKC
-stability check rather than the reference's JavaScript Unicode tables, which is exactly
-the fix the reference's notes recommend (reference §7, item 11).
+for any tool name or schema. Identifier checks use CPython's own ``str.isidentifier()``
+plus an NFKC stability check rather than JavaScript's Unicode tables: a name JavaScript
+accepts can still be invalid Python, and only CPython's own check is exact.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the *whole* tree to ``unknown`` (TypeScript) or ``Any`` (Python). The engine own
 authoritative validator with its path-qualified messages; ``sdk_gen`` must stay stdlib-only
 and cannot import it, so this module re-checks the same rules and answers only yes/no.
 
-Subset (reference §2.4): keywords ``type`` (one string), ``oneOf`` (at least two branches),
+Subset: keywords ``type`` (one string), ``oneOf`` (at least two branches),
 ``properties``, ``required`` (declared names only), ``additionalProperties`` (boolean),
 ``items``, ``enum`` (non-empty, type-matching scalars), ``const`` (type-matching, inside
 ``enum`` when both are present), plus the annotations ``description``/``title`` (strings)
@@ -147,7 +147,7 @@ def _node_is_valid(node: Mapping[str, Any], children: list[object]) -> bool:
         return True
     if not has_type:
         # Untyped: annotation-only (any JSON value), or an `enum`/`const` of scalars of
-        # any type, which our engine's subset accepts (the reference's does not).
+        # any type, which our engine's subset accepts.
         if any(key in node for key in _TYPED_KEYWORDS if key not in ("enum", "const")):
             return False
         return _scalar_is_valid(node, None)

@@ -1,7 +1,7 @@
 """Text primitives shared by both SDK flavours.
 
-The reference renderer runs on a JavaScript engine, so several of its observable string
-rules are JavaScript's: the whitespace class behind ``\\s`` and ``trim()``, the escapes of
+The SDK text must read exactly as a JavaScript renderer would print it, so several
+string rules are JavaScript's: the whitespace class behind ``\\s`` and ``trim()``, the escapes of
 ``JSON.stringify`` and the digits of ``Number.prototype.toString``. Python's own
 ``str.split()``/``json.dumps``/``repr`` differ in small ways (``\\x1c`` is whitespace to
 Python, ``json.dumps`` passes lone surrogates through raw, ``repr(1e-07)`` keeps the

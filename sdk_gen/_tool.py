@@ -56,7 +56,8 @@ def _view(tool: object) -> ToolView:
         raise TypeError(
             f"SDK tool name must be a string, got {type(name).__name__} in {tool!r:.200}"
         )
-    # Like the reference, a non-string description is simply not documented.
+    # A non-string description is simply not documented (not an error: hosts
+    # importing tools from elsewhere send all sorts).
     return ToolView(
         name=name,
         description=description if isinstance(description, str) else None,

@@ -1,6 +1,6 @@
 """TypeScript flavour: JSON Schema → TS type text, and the ``tools:sdk`` section.
 
-Rules (reference §4.1, `jsonSchemaToTs`): ``string``/``boolean``/``null`` map to
+Rules (the usual ``jsonSchemaToTs`` mapping of code-mode hosts): ``string``/``boolean``/``null`` map to
 themselves and ``number``/``integer`` to ``number``; ``const`` (winning over ``enum``)
 becomes a JSON literal and ``enum`` a ``|`` union; ``oneOf`` is ``A | B``; arrays are
 ``T[]``, or ``(T)[]`` when the item text contains ``|`` or ``&`` anywhere; objects with
@@ -67,13 +67,13 @@ def _jsdoc(description: object, level: int) -> list[str]:
     if not isinstance(description, str):
         return []
     collapsed = collapse_whitespace(description)
-    # Deviation: an all-whitespace description documents nothing; the reference would
-    # emit an empty `/**  */`, which only costs prompt tokens.
+    # Deviation: an all-whitespace description documents nothing; the usual renderer
+    # emits an empty `/**  */`, which only costs prompt tokens.
     if not collapsed:
         return []
     # Escape the comment closer so a description cannot end the JSDoc early.
     escaped = collapsed.replace("*/", "*\\/")
-    # Deviation from the reference, which passes it through: a lone surrogate would make
+    # Deviation from the usual renderer, which passes it through: a lone surrogate would make
     # the section unencodable as UTF-8 (fatal for a Python host), so show it as `\uNNNN`.
     escaped = _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group(0)):04x}", escaped)
     return [f"{pad(level, _INDENT)}/** {escaped} */"]
@@ -149,7 +149,7 @@ def _render(node: Mapping[str, Any], level: int, ctx: _Render | None = None, hin
         if "items" not in node:
             return "JsonValue[]"
         item = _render(node["items"], level, ctx, hint)
-        # Deliberately textual, like the reference: a `|` inside a string literal or a
+        # Deliberately textual, like the usual renderer: a `|` inside a string literal or a
         # JSDoc line also triggers the parentheses, which are harmless there.
         return f"({item})[]" if "|" in item or "&" in item else f"{item}[]"
     if schema_type == "object":

@@ -1,5 +1,5 @@
 """Every failure kind the real sandboxes produce reaches the host machine-readably
-(``error.info.kind``) through the public API, in both languages (issue 9 §7). Kinds the
+(``error.info.kind``) through the public API, in both languages. Kinds the
 guests do not produce yet are covered with a scripted runtime in
 ``tests/engine/test_code_mode_kinds.py``."""
 

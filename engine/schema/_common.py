@@ -2,7 +2,7 @@
 
 Paths are linked lists (``(parent, segment)``) rendered only when a violation is
 reported: building a full path string per node would cost O(depth²) on the 5,000-deep
-schemas and values the reference tests.
+schemas and values the suite exercises.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ exception and never a ``False``.
 frozen schemas by identity, plain dicts by identity *and* JSON-strict content, so a
 mutated schema is recompiled rather than served stale.
 
-The compiled semantics mirror the walker (reference §2.4, Python rules): ``bool`` is not
+The compiled semantics mirror the walker's Python rules: ``bool`` is not
 a number, an integral float is an integer, NaN/±inf/``-0.0``, ints past float range,
 non-``str`` keys, tuples and dict/list subclasses are not lossless JSON; ``enum`` and
 ``const`` compare as JSON (``True`` is not ``1``, ``1`` is ``1.0``) through per-kind sets;

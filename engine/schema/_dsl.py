@@ -12,7 +12,8 @@ Value specs::
 plus the annotations ``description``, ``title``, ``default``, ``examples`` anywhere
 (lossless JSON; ``default`` is documentation, never applied). Compilation keeps the
 author's key order, drops per-property ``required: True`` and inserts the ``required``
-list right after ``properties`` (as the reference's catalog schemas read). Every author
+list right after ``properties`` (the order the catalog's published schemas use, so compiled DSL tools
+serialise byte for byte like them). Every author
 error is collected with its path and raised as one ``JsonSchemaError``.
 """
 

@@ -6,7 +6,7 @@ hides that node's ``enum``/``const`` and children. The walk is iterative (an exp
 work stack), so 5,000-deep values and 5,000-deep nested ``oneOf`` stay off the Python
 stack, and a value cycle is reported instead of looping.
 
-Python specifics (reference §2.3/§2.4): ``bool`` is never a number or an integer; an
+Python specifics (where Python values differ from JSON's): ``bool`` is never a number or an integer; an
 integral float (``1.0``) is an integer, as in JSON; NaN/±inf are not finite JSON
 numbers; ``-0.0``, tuples-as-values, non-``str`` keys, dict/list subclasses and other
 objects are not lossless JSON values. Only an absent key is missing (``None`` is null).
@@ -241,8 +241,8 @@ def validate_args(parameters_schema: Any, args: Any) -> list[str]:
     """Validate tool arguments against a parameters schema.
 
     ``parameters_schema`` is either the compiled (raw) object schema or the DSL
-    parameter map ``{prop: spec}`` that ``define_tool`` takes (as the reference's
-    ``validateArgs(spec, args)``). A raw parameters schema has a string
+    parameter map ``{prop: spec}`` that ``define_tool`` takes (either form is
+    accepted, so callers need not compile a DSL map first). A raw parameters schema has a string
     ``"type": "object"``; a non-empty plain dict without one whose every value is a spec
     and that compiles as a DSL map is treated as one; anything else is validated as a
     raw schema.

@@ -35,7 +35,7 @@ only until its slice ends or its budget runs out; the first cause is what is rep
 
 Timers are real: ``setTimeout``/``setInterval`` record a due time, the driver waits at
 most ``timer_delay()`` and calls ``run_timers()``. A run with no pending call, no job
-and no timer can never finish and fails as the reference's drained worker does.
+and no timer can never finish and fails as a drained Node worker does: ``worker exited with code 0 before completing``.
 
 The context must only ever be used from the thread that made it, and that thread needs
 a native stack well above ``max_stack_bytes`` (the main thread's 8 MiB).
@@ -79,8 +79,8 @@ OUTPUT_EXCEEDED: Final = "outer output exceeded {} bytes"
 COMPUTE_EXHAUSTED: Final = "compute budget exhausted ({}ms busy)"
 MEMORY_EXCEEDED: Final = "memory limit exceeded ({} bytes)"
 RECURSION_EXCEEDED: Final = "RangeError: Maximum call stack size exceeded (recursion too deep)"
-# A program awaiting something nothing can settle; the reference reports the worker's
-# clean exit the same way.
+# A program awaiting something nothing can settle: reported as a Node worker's clean
+# exit reads, since programs and hosts written for Node hosts match this text.
 STALLED: Final = "worker exited with code 0 before completing"
 
 _OP_FLAGS, _OP_INSTALL, _OP_RUN, _OP_SETTLE, _OP_POLL, _OP_FIRE_TIMER, _OP_FORBIDDEN = range(7)

@@ -1,5 +1,6 @@
 // A port of Node's util.inspect (lib/internal/util/inspect.js, Node 20) for the QuickJS
-// guest's console, fixed to the options the reference worker uses: depth 4,
+// guest's console, fixed to the options code-mode consoles print with (Node's console.log
+// defaults, tuned for logs a model reads): depth 4,
 // maxArrayLength 100, maxStringLength 10,000, breakLength 80, compact 3, no colours.
 // Evaluated before any program code; its completion value is the factory below, which
 // the prelude calls with primordials captured before user code could replace them.

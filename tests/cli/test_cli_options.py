@@ -1,5 +1,5 @@
-"""The CLI's rough edges (issue 11 §6) and its machine-readable failure kinds (issue 9
-§7): real ``codemode`` subprocesses against real sandboxes and the built-in tools."""
+"""The CLI's rough edges (options, usage errors) and its machine-readable failure kinds:
+real ``codemode`` subprocesses against real sandboxes and the built-in tools."""
 
 from __future__ import annotations
 

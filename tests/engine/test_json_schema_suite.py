@@ -7,7 +7,7 @@ small independent oracle (``_outside_subset``) so that a checker that rejected
 everything could not pass.
 
 The suite declares its dialect with a root ``$schema`` (and two groups carry a
-``$comment``). The subset does not include those keywords — the reference rejects
+``$comment``). The subset does not include those keywords — code mode rejects
 unknown keywords rather than carry them unenforced (see ``test_schema_subset.py``) — so
 this harness strips them from the root before use, as ``SOURCE.txt`` prescribes.
 """
@@ -40,7 +40,7 @@ _ANNOTATIONS = {"description", "title", "default", "examples"}
 _TYPES = {"string", "number", "integer", "boolean", "null", "array", "object"}
 _HARNESS_STRIPPED = ("$schema", "$comment")
 
-# Cases where the suite and the reference's Python rules disagree: (file, group, case) ->
+# Cases where the suite and our Python rules disagree: (file, group, case) ->
 # reason. Python-specific rules (bool is not an integer, 1.0 is an integer) happen to agree
 # with draft 2020-12, so nothing is listed today; keep this tiny and explained.
 DISAGREEMENTS: dict[tuple[str, str, str], str] = {}

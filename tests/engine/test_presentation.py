@@ -14,7 +14,7 @@ from codemode.engine._presentation import (
     validate_card,
 )
 
-# --- valid cards, as the catalog tools build them (tool-outputs.md) ----------------------
+# --- valid cards, as the catalog tools build them ----------------------
 
 READ_CALL = {
     "card": "generic",

@@ -1,4 +1,4 @@
-"""``validate_args`` takes the DSL parameter map (as the reference's ``validateArgs``) or
+"""``validate_args`` takes the DSL parameter map or
 the compiled raw schema, with identical results."""
 
 from __future__ import annotations

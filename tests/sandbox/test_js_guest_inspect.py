@@ -2,7 +2,7 @@
 
 Each case is a JavaScript expression evaluated in both engines; the guest logs it with
 ``console.log`` and Node renders it with ``util.inspect(value, {depth: 4,
-maxArrayLength: 100, maxStringLength: 10000})`` (strings raw), as the reference worker
+maxArrayLength: 100, maxStringLength: 10000})`` (strings raw), as a Node worker's console
 does. Errors get a frame-less ``stack`` so both engines print the same text.
 """
 

@@ -183,7 +183,7 @@ async def test_diagnostic_counts_towards_the_ledger(trun: Run) -> None:
 
 
 async def test_ledger_boundary_is_exact() -> None:
-    # reference.md §3.3 item 9: logs ["abc"] (7 bytes) + value "xy" (4 bytes).
+    # Output metering counts JSON bytes: logs ["abc"] (7 bytes) + value "xy" (4 bytes).
     async with PythonRuntime(Limits(max_output_bytes=11, pool_size=1)) as rt:
         run = make_runner(rt)
         result = await run("print('abc')\nreturn 'xy'")

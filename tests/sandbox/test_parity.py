@@ -319,7 +319,7 @@ async def test_lossy_arguments_are_a_type_error(run: Run, lang: str) -> None:
             "try { await tools.echo({f: () => 1}) } catch (e) { return [e.name, e.message] }"
         ),
     }[lang]
-    # Both languages share the reference's sentence; what follows it (the path, the type,
+    # Both languages share one sentence; what follows it (the path, the type,
     # the fix) is each guest's own.
     name, message = ok(await run(program))
     assert name == "TypeError"

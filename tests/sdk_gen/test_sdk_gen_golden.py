@@ -178,7 +178,7 @@ CATALOG: list[SdkTool] = [
             type={"type": "string", "enum": ["a", "b"]},
             _=INTEGER,
             __dunder__={"type": "boolean"},
-            # Untyped enum: accepted by our engine's subset (not the reference's).
+            # Untyped enum: accepted by our engine's subset.
             case={"enum": ["a", 1, None], "description": "Any scalar of these."},
         ),
         output_schema={},

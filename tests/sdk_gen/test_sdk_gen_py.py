@@ -1,4 +1,4 @@
-"""Python flavour: type mapping, TypedDict naming and the rendered section (reference §4.2)."""
+"""Python flavour: type mapping, TypedDict naming and the rendered section."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_type_mapping(schema: Any, expected: str) -> None:
 
 
 def test_worked_example() -> None:
-    """Reference §4.2's example, plus the documented `code` member of ToolCallError."""
+    """The canonical example (a read tool with an options object), plus the documented `code` member of ToolCallError."""
     read_file = SdkTool(
         name="read_file",
         description="Read a UTF-8 file.",

@@ -1,4 +1,4 @@
-"""TypeScript flavour: `json_schema_to_ts` rules and the rendered section (reference §4.1)."""
+"""TypeScript flavour: `json_schema_to_ts` rules and the rendered section."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def fenced_ts(section: str) -> str:
         ({"type": "boolean", "const": False}, "false"),
         ({"type": "boolean", "enum": [True, False]}, "true | false"),
         ({"type": "null", "const": None}, "null"),
-        # Untyped enum/const: not in the reference's subset, accepted by our engine's.
+        # Untyped enum/const: accepted by our engine's subset, so rendered.
         ({"enum": ["a", 1, None, True]}, '"a" | 1 | null | true'),
         ({"const": 2.5, "description": "d"}, "2.5"),
         ({"enum": [1, True], "const": 1.0}, "1"),
@@ -56,7 +56,7 @@ def fenced_ts(section: str) -> str:
             "(string | null)[]",
         ),
         ({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}, '("a" | "b")[]'),
-        # The parenthesisation test is textual, as in the reference.
+        # The parenthesisation test is textual (a `|` anywhere parenthesises).
         ({"type": "array", "items": {"type": "string", "const": "a|b"}}, '("a|b")[]'),
         ({"type": "array", "items": {"type": "string", "const": "a&b"}}, '("a&b")[]'),
         ({"type": "object"}, "Record<string, JsonValue>"),
@@ -271,7 +271,7 @@ def test_too_deep_to_render_is_unknown_not_an_error() -> None:
 
 
 def test_worked_example() -> None:
-    """Reference §4.1's example, plus the documented `code` member of ToolCallError."""
+    """The canonical example (a read tool with an options object), plus the documented `code` member of ToolCallError."""
     tools = [
         SdkTool(
             name="read_file",
@@ -403,7 +403,7 @@ def test_float_literals_use_javascript_number_formatting(value: float, rendered:
 
 
 def test_lone_surrogates_in_descriptions_are_made_visible() -> None:
-    """Deliberate deviation: the reference passes them through raw, which no UTF-8
+    """Deliberate choice: passed through raw, they would make text no UTF-8
     encoder accepts; we show them as `\\uNNNN` so the section always encodes."""
     schema = {
         "type": "object",

@@ -1,4 +1,4 @@
-"""The tools expose the reference catalog's names, descriptions and input schemas verbatim."""
+"""The tools expose the seed catalog's names (tests/data/seed_catalog.json), descriptions and input schemas verbatim."""
 
 from __future__ import annotations
 
