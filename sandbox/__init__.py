@@ -1,6 +1,19 @@
 """codemode's sandbox: ``CodeRuntime`` implementations that run programs in workers.
 
-Public names only; implementation lives in private modules (see ``sandbox/README.md``).
+Layout (details in ``sandbox/README.md``):
+
+- ``_runtime`` (``ProcessRuntime``, ``PythonRuntime``), ``_ts_runtime``
+  (``TypeScriptRuntime``) and ``_limits`` (``Limits``): the public face, host side;
+- ``host/``: one run's supervision on the host: the run supervisor, the bridge to the
+  worker, the output ledger, the warm worker pool and the fork-server client;
+- ``worker/``: the fork server, the worker it forks, the kernel boundary (namespaces,
+  Landlock, seccomp, rlimits), the frame protocol and the ``Guest`` protocol;
+- ``python/`` and ``typescript/``: the two guests, loaded by the fork server.
+
+Host code imports the worker side's data types; the worker side never imports the host
+(anyio, the engine, ``host/``), which ``tests/test_layering.py`` enforces. Glossary: one
+program execution is a *run*; the only "session" in the API is the engine's
+``SessionLog``.
 """
 
 from __future__ import annotations
