@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._limits import Limits as Limits
     from ._runtime import ProcessRuntime as ProcessRuntime
     from ._runtime import PythonRuntime as PythonRuntime
+    from ._runtime import RuntimeProcesses as RuntimeProcesses
     from ._runtime import RuntimeStats as RuntimeStats
     from ._ts_runtime import TypeScriptRuntime as TypeScriptRuntime
 
@@ -36,6 +37,7 @@ _LAZY = {
     "Limits": "._limits",
     "ProcessRuntime": "._runtime",
     "PythonRuntime": "._runtime",
+    "RuntimeProcesses": "._runtime",
     "RuntimeStats": "._runtime",
     "TypeScriptRuntime": "._ts_runtime",
 }
@@ -44,6 +46,7 @@ __all__ = [
     "Limits",
     "ProcessRuntime",
     "PythonRuntime",
+    "RuntimeProcesses",
     "RuntimeStats",
     "TypeScriptRuntime",
 ]

@@ -36,6 +36,14 @@ class RuntimeStats(msgspec.Struct, kw_only=True):
     pool: PoolStats = msgspec.field(default_factory=PoolStats)
 
 
+class RuntimeProcesses(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of a runtime's live processes (for tests, diagnostics and cleanup
+    checks): the fork server's pid (0 when none runs) and the workers running a program."""
+
+    server_pid: int
+    worker_pids: tuple[int, ...]
+
+
 class ProcessRuntime:
     """A ``CodeRuntime`` whose programs run in pooled, locked-down worker processes.
 
@@ -163,9 +171,11 @@ class ProcessRuntime:
             self._idle.set()
             self.stats.dropped_frames += supervisor.dropped
 
-    def _active_worker_pids(self) -> list[int]:
-        """Pids of workers currently running a program (test hook)."""
-        return [s.worker.pid for s in self._runs if s.worker is not None]
+    def processes(self) -> RuntimeProcesses:
+        """The fork server's pid and the pids of workers currently running a program."""
+        server = self._pool.server_pid if self._pool is not None else 0
+        workers = tuple(s.worker.pid for s in self._runs if s.worker is not None)
+        return RuntimeProcesses(server_pid=server, worker_pids=workers)
 
 
 class PythonRuntime(ProcessRuntime):

@@ -271,7 +271,7 @@ async def test_worker_dies_with_the_fork_server(raw_runtime: PythonRuntime) -> N
     # PR_GET_PDEATHSIG cannot be read back under seccomp (prctl is denied), so check the
     # other direction: the worker's parent is the fork server, not the host. (Inside its
     # PID namespace the worker sees its parent as 0, so the host reads it.)
-    server = raw_runtime._pool.server_pid  # type: ignore[union-attr]
+    server = raw_runtime.processes().server_pid
     async with locked_worker(raw_runtime) as pid:
         assert proc_status(pid, "PPid:") == [f"PPid:\t{server}"]
 

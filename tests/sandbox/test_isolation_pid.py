@@ -78,7 +78,7 @@ def gone(pid: int) -> bool:
 async def test_host_processes_do_not_exist_for_a_worker(
     raw_runtime: PythonRuntime, call: str
 ) -> None:
-    server = raw_runtime._pool.server_pid  # type: ignore[union-attr]
+    server = raw_runtime.processes().server_pid
     for pid in (os.getpid(), server, 1 if os.getpid() != 1 else 2):
         if pid == 1:
             continue  # pid 1 inside the namespace is the workers' own init
@@ -115,7 +115,7 @@ async def test_the_init_dies_with_the_fork_server_and_takes_the_workers() -> Non
     async with PythonRuntime(Limits(pool_size=2)) as rt:
         run = make_runner(rt)
         assert ok(await run("return 1")) == 1
-        server = rt._pool.server_pid  # type: ignore[union-attr]
+        server = rt.processes().server_pid
         # The used worker is reaped and the pool refills to its size: the init and two
         # idle workers, once the refill is done.
         for _ in range(1000):  # polling /proc: no event to wait for
@@ -140,7 +140,7 @@ async def test_a_dead_init_ends_its_fork_server_and_the_pool_recovers() -> None:
     async with PythonRuntime(Limits(pool_size=1)) as rt:
         run = make_runner(rt)
         assert ok(await run("return 1")) == 1
-        server = rt._pool.server_pid  # type: ignore[union-attr]
+        server = rt.processes().server_pid
         os.kill(init_of(server), signal.SIGKILL)
         for _ in range(500):
             if gone(server):

@@ -57,7 +57,7 @@ async def run(ts: TypeScriptRuntime) -> AsyncIterator[Run]:
     yield run
     clean = "return [({} as any).polluted ?? null, typeof Object.prototype.toJSON, 'healthy']"
     assert ok(await runner(clean)) == [None, "undefined", "healthy"]
-    assert ts._active_worker_pids() == []
+    assert ts.processes().worker_pids == ()
 
 
 # -- prototype pollution through arguments and results ------------------------------------

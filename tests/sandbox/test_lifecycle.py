@@ -57,7 +57,7 @@ async def test_clean_shutdown_leaks_nothing() -> None:
     workers: list[int] = []
     async with PythonRuntime(Limits(pool_size=2, max_compute_ms=300)) as rt:
         run = make_runner(rt)
-        server = rt._pool.server_pid  # type: ignore[union-attr]
+        server = rt.processes().server_pid
         assert ok(await run("return 1")) == 1
         assert err(await run("while True:\n    pass"), "timeout")
         assert err(await run("raise ValueError('x')")).endswith("ValueError: x")
@@ -117,10 +117,10 @@ async def test_recovers_from_a_dead_fork_server() -> None:
     async with PythonRuntime(Limits(pool_size=1)) as rt:
         run = make_runner(rt)
         assert ok(await run("return 1")) == 1
-        server = rt._pool.server_pid  # type: ignore[union-attr]
+        server = rt.processes().server_pid
         os.kill(server, signal.SIGKILL)
         for _ in range(200):
-            if rt._pool.server_pid != server:  # type: ignore[union-attr]
+            if rt.processes().server_pid != server:  # type: ignore[union-attr]
                 break
             await anyio.sleep(0.01)
         assert ok(await run("return 2")) == 2

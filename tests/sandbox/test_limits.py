@@ -244,11 +244,11 @@ async def test_worker_killed_externally(tight: PythonRuntime) -> None:
 
     async def kill_worker() -> None:
         for _ in range(500):
-            if tight._active_worker_pids():
+            if tight.processes().worker_pids:
                 break
             await anyio.sleep(0.01)
         await anyio.sleep(0.2)
-        for pid in tight._active_worker_pids():
+        for pid in tight.processes().worker_pids:
             os.kill(pid, signal.SIGKILL)
 
     async with anyio.create_task_group() as tg:
@@ -271,7 +271,7 @@ async def test_disposal_aborts_in_flight_runs() -> None:
         async with runtime:
             tg.start_soon(in_flight)
             for _ in range(500):
-                if runtime._active_worker_pids():
+                if runtime.processes().worker_pids:
                     break
                 await anyio.sleep(0.01)
             await anyio.sleep(0.1)

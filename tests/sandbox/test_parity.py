@@ -663,11 +663,11 @@ async def test_worker_killed_externally(runtime: ProcessRuntime, lang: str) -> N
 
     async def kill_worker() -> None:
         for _ in range(500):
-            if runtime._active_worker_pids():
+            if runtime.processes().worker_pids:
                 break
             await anyio.sleep(0.01)
         await anyio.sleep(0.2)
-        for pid in runtime._active_worker_pids():
+        for pid in runtime.processes().worker_pids:
             os.kill(pid, signal.SIGKILL)
 
     program = {

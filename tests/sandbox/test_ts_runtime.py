@@ -187,7 +187,7 @@ async def test_disposal_aborts_in_flight_runs() -> None:
         async with runtime:
             tg.start_soon(in_flight)
             for _ in range(500):
-                if runtime._active_worker_pids():
+                if runtime.processes().worker_pids:
                     break
                 await anyio.sleep(0.01)
             await anyio.sleep(0.1)
@@ -215,7 +215,7 @@ async def test_clean_shutdown_leaks_nothing() -> None:
     threads = threading.active_count()
     async with TypeScriptRuntime(Limits(pool_size=2, max_compute_ms=300)) as runtime:
         run = make_runner(runtime)
-        server = runtime._pool.server_pid  # type: ignore[union-attr]
+        server = runtime.processes().server_pid
         assert ok(await run("return 1")) == 1
         assert err(await run("while (true) {}"), "timeout")
         async with anyio.create_task_group() as tg:
