@@ -23,13 +23,9 @@ import gc
 import math
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from codemode.engine import (
     AbortController,
     MemorySessionLog,

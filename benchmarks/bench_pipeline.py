@@ -11,15 +11,10 @@ Targets (issue 2): under 15 µs per call with no listeners; validation >= 3x jso
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from codemode.engine import (
     AbortController,
     ToolExecutionInput,

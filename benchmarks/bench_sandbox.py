@@ -28,13 +28,9 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from codemode.engine import (
     AbortController,
     Binding,

@@ -23,13 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
-if __package__ in (None, ""):
-    # Run as a script: make the repository's packages importable from a checkout.
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from codemode.engine import AbortController, ToolExecutionInput, ToolRuntime
 from codemode.tools import default_tools
 from codemode.tools.search._rg import rg_executable

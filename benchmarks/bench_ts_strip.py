@@ -14,12 +14,9 @@ Usage: ``python benchmarks/bench_ts_strip.py [--runs N] [--calls N] [--check]``.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from codemode.sandbox.typescript._guest import GuestDone, GuestRunning, JsBinding, JsGuest
 from codemode.sandbox.typescript._strip import strip_types
