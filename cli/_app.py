@@ -189,6 +189,21 @@ def _root(
     """Run model-written programs against tools, in a sandbox, through one guarded pipeline."""
 
 
+def _check_session_path(session: Path, workspace: Path) -> None:
+    if session.is_dir():
+        raise _usage(f"session file {str(session)!r} is a directory")
+    if not session.parent.is_dir():
+        raise _usage(f"session file {str(session)!r}: directory {str(session.parent)!r} not found")
+    # The session log is the durable record of what the program did; inside the
+    # workspace the program's own file tools could rewrite it.
+    resolved, root = session.resolve(), workspace.resolve()
+    if resolved == root or root in resolved.parents:
+        raise _usage(
+            f"session file {str(session)!r} is inside the workspace, where the program's "
+            "file tools could change it; put it outside"
+        )
+
+
 def _check_workspace(workspace: Path) -> Path:
     if not workspace.is_dir():
         raise _usage(f"workspace {str(workspace)!r} is not a directory")
@@ -212,6 +227,13 @@ def run(
     description: Annotated[
         str | None,
         typer.Option("--description", "-d", help="What the program does (shown in logs)."),
+    ] = None,
+    session: Annotated[
+        Path | None,
+        typer.Option(
+            "--session",
+            help="Also keep the run's session events in this SQLite file (see `codemode log`).",
+        ),
     ] = None,
     keep_state: Annotated[
         bool,
@@ -241,6 +263,8 @@ def run(
     _check_lang(lang)
     ws = _check_workspace(workspace)
     language = detect_language(file, lang)
+    if session is not None:
+        _check_session_path(session, ws)
     floor = MEMORY_FLOOR_MB[language]
     if memory_mb < floor:
         # Below the floor the worker dies at start-up (or cannot allocate at all), which
@@ -274,7 +298,7 @@ def run(
         max_output_bytes=output_mb * 2**20,
     )
     result, events = _run_async(
-        lambda: _run_program(program, language, ws, summary, keep_state, limits)
+        lambda: _run_program(program, language, ws, summary, keep_state, limits, session)
     )
     if as_json:
         info = result.error.info if result.is_error else None
@@ -308,22 +332,31 @@ async def _run_program(
     summary: str,
     keep_state: bool,
     limits: Limits,
+    session: Path | None = None,
 ) -> tuple[Any, list[dict[str, Any]]]:
     async with open_invocation(
-        workspace, language, keep_state=keep_state, limits=limits
+        workspace, language, keep_state=keep_state, limits=limits, session_path=session
     ) as invocation:
         if keep_state:
             _err.print(f"state directory: {invocation.state_dir}")
+        # A session file may hold earlier runs; --json reports this run's events only.
+        earlier = invocation.log.events
+        before = len(earlier)
+        # Each run's call id is new to the file, so its sub-calls (``cli-N:code:k``) never
+        # pair with an earlier run's in ``codemode log``.
+        runs = {
+            e.get("rootCallId") for e in earlier if str(e.get("rootCallId", "")).startswith("cli-")
+        }
         result = await invocation.runtime.execute(
             ToolExecutionInput(
-                call_id="cli-1",
+                call_id=f"cli-{len(runs) + 1}",
                 name="run_code",
                 arguments={"code": program, "description": summary},
                 signal=AbortController().signal,
                 agent=invocation.agent,
             )
         )
-        return result, [thaw(e) for e in invocation.log.events]
+        return result, [thaw(e) for e in invocation.log.events[before:]]
 
 
 @app.command(short_help="Print the SDK section a model sees.")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from codemode.engine import MemorySessionLog, Scope, ToolRuntime
+from codemode.engine import MemorySessionLog, Scope, SessionLog, SqliteSessionLog, ToolRuntime
 from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 from codemode.sandbox import Limits
 
@@ -80,7 +80,7 @@ class Invocation(msgspec.Struct):
 
     runtime: ToolRuntime
     agent: Scope
-    log: MemorySessionLog
+    log: SessionLog
     workspace: Path
     state_dir: Path
 
@@ -114,6 +114,7 @@ async def open_invocation(
     keep_state: bool = False,
     limits: Limits | None = None,
     sandbox: bool = True,
+    session_path: Path | None = None,
 ) -> AsyncIterator[Invocation]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
@@ -122,6 +123,8 @@ async def open_invocation(
     Leaving the block (normally, on an error or cancelled by a signal) kills background
     bash jobs and stops the sandbox's fork server and workers. ``sandbox=False`` composes
     the same catalog in native mode without starting a sandbox (for listing tools).
+    ``session_path`` keeps the run's session events in a SQLite file there (appended to
+    when it exists), which ``codemode log`` replays; by default they stay in memory.
     """
     import codemode.tools as first_party
 
@@ -161,7 +164,11 @@ async def open_invocation(
             output_dir=state_dir / "output",
         ):
             runtime.register(definition)
-        log = MemorySessionLog()
+        log: SessionLog = (
+            MemorySessionLog()
+            if session_path is None
+            else stack.enter_context(SqliteSessionLog(session_path))
+        )
         scope = runtime.scope("cli", session=log)
         yield Invocation(
             runtime=runtime, agent=scope, log=log, workspace=workspace, state_dir=state_dir

@@ -1,4 +1,4 @@
-"""``codemode log SESSION.db``: a real run writes a SQLite session; the command prints its
+"""``codemode log SESSION.db``: a real ``codemode run --session`` writes a SQLite session; the command prints its
 calls as presentation cards (subprocesses throughout, real sandbox and tools)."""
 
 from __future__ import annotations
@@ -8,35 +8,11 @@ import os
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# Runs one program through the CLI's own composition (sandbox, first-party tools) with a
-# SqliteSessionLog as the scope's session.
-_WRITER = textwrap.dedent(
-    """
-    import sys, anyio
-    from pathlib import Path
-    from codemode.cli._compose import open_session
-    from codemode.engine import AbortController, SqliteSessionLog, ToolExecutionInput
-
-    async def main() -> None:
-        async with open_session(Path(sys.argv[1]), "python") as session:
-            with SqliteSessionLog(sys.argv[2]) as log:
-                scope = session.runtime.scope("t", session=log)
-                result = await session.runtime.execute(ToolExecutionInput(
-                    call_id="c1", name="run_code",
-                    arguments={"code": sys.stdin.read(), "description": "demo"},
-                    signal=AbortController().signal, agent=scope))
-                assert not result.is_error, result.content
-
-    anyio.run(main)
-    """
-)
 
 _PROGRAM = """\
 await tools.read(file_path="notes.txt")
@@ -70,7 +46,7 @@ def session_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws.mkdir()
     (ws / "notes.txt").write_text("first\na needle here\n")
     db = base / "session.db"
-    done = _run(["-c", _WRITER, str(ws), str(db)], stdin=_PROGRAM)
+    done = _run(["-m", "codemode.cli", "run", "-", "-w", str(ws), "--session", str(db)], _PROGRAM)
     assert done.returncode == 0, done.stderr
     return db
 
@@ -89,7 +65,7 @@ def test_log_prints_each_call_as_its_card(session_file: Path) -> None:
     # bash: a terminal card with its exit code.
     assert "$ echo out; exit 3" in out and "exit code 3" in out
     # Every sub-call names the run_code call it came from.
-    assert out.count("in c1") == 4
+    assert out.count("in cli-1") == 4
 
 
 def test_log_json_pairs_calls_with_their_stored_cards(session_file: Path) -> None:
@@ -105,7 +81,7 @@ def test_log_json_pairs_calls_with_their_stored_cards(session_file: Path) -> Non
         "bash": ("terminal", "terminal"),
     }
     bash = calls[3]
-    assert bash["resultCard"]["exitCode"] == 3 and bash["parentId"] == "c1"
+    assert bash["resultCard"]["exitCode"] == 3 and bash["parentId"] == "cli-1"
 
 
 def test_a_call_without_cards_falls_back_to_the_generic_card(tmp_path: Path) -> None:
@@ -160,3 +136,42 @@ def test_missing_and_non_session_files_are_usage_errors(tmp_path: Path) -> None:
     with sqlite3.connect(other) as conn:  # and it was left as it was
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
     assert tables == ["t"]
+
+
+def test_run_session_keeps_the_run_for_codemode_log(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("first\na needle here\n")
+    db = tmp_path / "run.db"
+    program = 'await tools.read(file_path="notes.txt")\nreturn 1\n'
+    for _ in range(2):  # the second run appends to the same file
+        done = _run(
+            ["-m", "codemode.cli", "run", "-", "-w", str(ws), "--session", str(db), "--json"],
+            stdin=program,
+        )
+        assert done.returncode == 0, done.stderr
+        # --json reports this run's events only, however many the file holds.
+        events = json.loads(done.stdout)["events"]
+        assert [e["type"] for e in events].count("tool/code-dispatch") == 1
+    listed = codemode_log(str(db), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert "Read notes.txt" in codemode_log(str(db)).stdout
+    calls = json.loads(listed.stdout)["calls"]
+    assert [c["name"] for c in calls].count("read") == 2
+
+
+def test_run_session_refuses_a_path_inside_the_workspace_or_a_directory(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cases = {
+        str(ws / "s.db"): "is inside the workspace, where the program's file tools could change it",
+        str(tmp_path): "is a directory",
+        str(tmp_path / "missing" / "s.db"): "not found",
+    }
+    for path, message in cases.items():
+        done = _run(
+            ["-m", "codemode.cli", "run", "-", "-w", str(ws), "--session", path], "return 1"
+        )
+        assert done.returncode == 2
+        assert message in done.stderr
+        assert not (ws / "s.db").exists()
