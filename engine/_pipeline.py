@@ -1,6 +1,6 @@
 """The guarded pipeline: one path for every call, native or nested.
 
-Stage order (the contract; reference §2.3):
+Stage order (the contract every call follows):
 
 1. ``create``     materialise the input: snapshot + deep-freeze the arguments (lossy
                   arguments are a *final* result), mint the token, capture the tool's
@@ -37,7 +37,7 @@ import msgspec
 
 from ._errors import AbortError, HarnessError, ToolNotFoundError, ToolOutputError
 from ._execution import ToolExecution, ToolRunContext
-from ._signals import AbortSignal
+from ._signals import AbortController, AbortSignal
 from ._types import (
     Accept,
     Allow,
@@ -184,14 +184,15 @@ def _materialize(result: ToolExecutionResult) -> ToolExecutionResult:
 
 
 def _fuse(caller: AbortSignal, wrapper: AbortSignal) -> tuple[AbortSignal, Callable[[], None]]:
+    # Not ``AbortSignal.any``: that one keeps its listeners on the sources until one
+    # aborts, and a turn's caller signal outlives thousands of calls. The disposer
+    # returned here unhooks both sources once the body has settled.
     if caller is wrapper:
         return caller, lambda: None
     if wrapper.aborted or caller.aborted:
         return AbortSignal.aborted_with(wrapper.reason if wrapper.aborted else caller.reason), (
             lambda: None
         )
-    from ._signals import AbortController
-
     controller = AbortController()
     disposers: list[Callable[[], None]] = []
 
@@ -258,7 +259,7 @@ class Pipeline:
                 TypeError("tool execution arguments must be losslessly JSON-serializable")
             )
         except Exception as exc:
-            # The reference's "a getter throws": reading a hostile value raised. The
+            # A getter throws: reading a hostile value raised. The
             # pipeline never raises for a call; the failure carries that message.
             arguments = None
             failure = error_result(exc)
@@ -331,7 +332,7 @@ class Pipeline:
     async def _ask(self, exec_: ToolExecution, ask: Ask) -> tuple[Allow | Deny, bool]:
         name = exec_.name
         if self.approval is None:
-            # ``??`` in the reference: only an absent reason gets the default (``""`` stays).
+            # Only an absent reason gets the default; an empty reason ``""`` stays.
             default = f'tool "{name}" requires approval (not yet supported)'
             return Deny(default if ask.reason is None else ask.reason), False
         if exec_.agent is None:

@@ -49,7 +49,7 @@ class ToolRuntime:
             or not isinstance(max_parallel_sub_calls, int)
             or max_parallel_sub_calls < 1
         ):
-            raise ValueError("maxParallelSubCalls must be a positive integer")
+            raise ValueError("ToolRuntime(max_parallel_sub_calls=...) must be a positive integer")
         self.max_parallel_sub_calls = max_parallel_sub_calls
         self.code_runtime = code_runtime
         self._hooks = HookRegistry()

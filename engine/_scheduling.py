@@ -1,4 +1,4 @@
-"""Native scheduling of one model step's sibling tool calls (reference §2.7).
+"""Native scheduling of one model step's sibling tool calls.
 
 Calls are walked in model order. An exclusive call is a group of one (a barrier). A
 parallel call opens a rolling pool of consecutive parallel calls capped at
@@ -207,7 +207,7 @@ async def run_tool_calls(
 ) -> list[ToolExecutionResult]:
     """Run one model step's sibling calls; results come back in model order."""
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
-        raise ValueError("maxParallelToolCalls must be a positive integer")
+        raise ValueError("run_tool_calls(max_parallel=...) must be a positive integer")
     state = _Step(rt, agent, turn, step, max_parallel)
     queue: deque[_Call] = deque(
         _Call(

@@ -27,7 +27,7 @@ bodies that overlapped, and workers end when the run drains). An exclusive body 
 the lane itself, since nothing else may start or commit until it has committed. A settle
 event whose session is a built-in log (``append`` never yields) and that has no
 ``tools/code-dispatch-log`` listener is appended in the lane right after the program got
-its value, as the reference's synchronous append is.
+its value, so such an append is in effect synchronous with the settle.
 """
 
 from __future__ import annotations
@@ -237,8 +237,8 @@ class SubDispatchDriver:
         self._t0 = time.perf_counter()
         agent = outer.agent
         self._session = agent.session if agent is not None else None
-        # The built-in logs never yield in ``append`` (see ``_session``), like the
-        # reference's synchronous append: with no dispatch-log listener there is nothing
+        # The built-in logs never yield in ``append`` (see ``_session``), so an append is
+        # in effect synchronous: with no dispatch-log listener there is nothing
         # that could be slow, so the settle event is appended right in the lane.
         self._sync_session = type(self._session) in (MemorySessionLog, SqliteSessionLog)
         run_signal.add_listener(lambda _s: self._poke())
@@ -395,8 +395,8 @@ class SubDispatchDriver:
         if entry.exclusive:
             # An exclusive call runs alone and is the commit head, so the lane has nothing
             # else to do until its body settles: run the body here instead of handing it
-            # to a worker. (Queued calls are abandoned on the next pass, as in the
-            # reference, whose driver wakes on settles and submissions only.)
+            # to a worker. (Queued calls are abandoned on the next pass: the driver wakes
+            # on settles and submissions only.)
             await self._body(entry, inline=True)
         else:
             self._bodies.submit(entry)

@@ -66,7 +66,7 @@ RUN_CODE_FLAVORS: dict[str, tuple[str, str]] = {
 }
 
 # What JS ``String.prototype.trim`` removes (WhiteSpace and LineTerminator), so a blank
-# description is judged as the reference judges it (``str.strip()`` differs: it also
+# description is judged the way a JS host judges it (``str.strip()`` differs: it also
 # strips U+001C-U+001F and U+0085 but keeps U+FEFF).
 _JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"

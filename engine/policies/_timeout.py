@@ -20,7 +20,7 @@ __all__ = ["TimeoutPolicy"]
 
 
 class TimeoutPolicy:
-    """Cooperative per-tool deadlines (reference §2.8).
+    """Cooperative per-tool deadlines.
 
     For a tool that declares ``timeout_ms`` the wrapper derives a deadline signal from
     ``exec.signal``, swaps it onto ``exec`` for ``next()`` and restores the caller's signal
