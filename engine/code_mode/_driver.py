@@ -43,7 +43,8 @@ import anyio
 import msgspec
 
 from .._errors import BindingCallError
-from .._pipeline import Prepared, error_message
+from .._pipeline import Dispatch, Pipeline, Settled
+from .._results import error_message
 from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolExecutionInput, ToolExecutionResult
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .._execution import ToolRunContext
+    from .._hooks import HookRegistry
     from .._runtime import ToolRuntime
 
 __all__ = ["CodeDispatchLog", "SubDispatchDriver"]
@@ -173,7 +175,7 @@ class _Entry:
     __slots__ = (
         "arguments",
         "committed",
-        "dispatched",
+        "dispatch",
         "done",
         "exclusive",
         "in_flight_at_start",
@@ -181,8 +183,8 @@ class _Entry:
         "log_arguments",
         "name",
         "outcome",
-        "prepared",
         "queued_at",
+        "settled",
         "settled_at",
         "started_at",
         "sub_call_id",
@@ -197,8 +199,8 @@ class _Entry:
         self.input = input_
         self.sub_call_id = input_.call_id
         self.exclusive = False
-        self.prepared: Prepared | None = None
-        self.dispatched: tuple[str, ToolExecutionResult] | None = None
+        self.dispatch: Dispatch | None = None
+        self.settled: Settled | None = None
         self.outcome: tuple[bool, Any] | None = None
         self.done = _Flag()
         self.committed = False
@@ -214,12 +216,15 @@ class SubDispatchDriver:
     def __init__(
         self,
         runtime: ToolRuntime,
+        pipeline: Pipeline,
+        hooks: HookRegistry,
         outer: ToolRunContext,
         run_signal: AbortSignal,
         tg: TaskGroup,
     ) -> None:
         self._rt = runtime
-        self._pipeline = runtime._pipeline
+        self._pipeline = pipeline
+        self._hooks = hooks
         self._outer = outer
         self._signal = run_signal
         self._cap = runtime.max_parallel_sub_calls
@@ -314,7 +319,7 @@ class SubDispatchDriver:
         """The driver loop; ends once draining finds nothing left to do."""
         try:
             while True:
-                if self._commits and self._commits[0].dispatched is not None:
+                if self._commits and self._commits[0].settled is not None:
                     await self._commit(self._commits.popleft())
                     while self._pending_logs > self._cap:
                         await self._sleep()
@@ -384,13 +389,12 @@ class SubDispatchDriver:
                     }
                 )
             )
-        prepared = await self._pipeline.prepare(entry.input)
-        entry.prepared = prepared
-        if prepared.kind != "dispatch":
-            assert prepared.result is not None
+        gate = await self._pipeline.prepare(entry.input)
+        if isinstance(gate, Settled):
             entry.settled_at = time.perf_counter()
-            entry.dispatched = (prepared.kind, prepared.result)
+            entry.settled = gate
             return
+        entry.dispatch = gate
         self._in_flight += 1
         if entry.exclusive:
             # An exclusive call runs alone and is the commit head, so the lane has nothing
@@ -402,9 +406,9 @@ class SubDispatchDriver:
             self._bodies.submit(entry)
 
     async def _body(self, entry: _Entry, *, inline: bool = False) -> None:
-        assert entry.prepared is not None
+        assert entry.dispatch is not None
         try:
-            entry.dispatched = await self._pipeline.dispatch(entry.prepared.exec)
+            entry.settled = await self._pipeline.run(entry.dispatch)
         finally:
             entry.settled_at = time.perf_counter()
             self._in_flight -= 1
@@ -412,14 +416,8 @@ class SubDispatchDriver:
                 self._poke()
 
     async def _commit(self, entry: _Entry) -> None:
-        assert entry.prepared is not None and entry.dispatched is not None
-        pipeline = self._pipeline
-        kind, result = entry.dispatched
-        exec_ = entry.prepared.exec
-        if kind == "final":
-            final = await pipeline.finish(exec_, result)
-        else:
-            final = await pipeline.finalize(exec_, result)
+        assert entry.settled is not None
+        final = await self._pipeline.commit(entry.settled)
         if entry.exclusive:
             self._exclusive_active = False
         entry.committed = True
@@ -434,7 +432,7 @@ class SubDispatchDriver:
         if self._session is not None:
             self._pending_logs += 1
             job = (entry, final, time.perf_counter())
-            if self._sync_session and not self._rt._hooks.listeners(
+            if self._sync_session and not self._hooks.listeners(
                 "tools/code-dispatch-log", self._outer.agent
             ):
                 await self._log_settle(job)
@@ -489,7 +487,7 @@ class SubDispatchDriver:
         """The durable copy of a settled sub-result's content: the
         ``tools/code-dispatch-log`` waterfall's output, or the original when a listener
         fails (contained and logged)."""
-        hooks = self._rt._hooks
+        hooks = self._hooks
         agent = self._outer.agent
         if not hooks.listeners("tools/code-dispatch-log", agent):
             return final.content
