@@ -24,6 +24,14 @@ Stage order (the contract every call follows):
 9. finish         materialise, ``finalize_content`` exactly once, materialise again.
 10. ``tools/result`` observers (frozen exec and result; failures contained).
 
+Phases: ``prepare`` (stages 1-6) returns a ``Gate`` — ``Dispatch`` when the body may run,
+or an already ``Settled`` result; ``run`` (stage 7) turns a ``Dispatch`` into ``Settled``;
+``commit`` (stages 8-10) turns ``Settled`` into the final result. A *post* result is a
+``Settled`` with ``post_execute=True``, a *final* one has ``post_execute=False``.
+Schedulers call the phases separately (bodies may overlap, commits are ordered);
+``execute`` chains them. The tool definition is resolved once in stage 1 and carried on
+the execution; stage 7 re-resolves it once (the body is what is registered then).
+
 Within a waterfall the first registered listener is outermost; ``prepend=True`` goes
 outside. Post-execute order therefore matches pre-execute order.
 """

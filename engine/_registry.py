@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._scope import Layer, Scope
 from ._types import ToolDefinition, ToolOutput
+from .schema import assert_supported_json_schema
 
 if TYPE_CHECKING:
     from ._hooks import HookRegistry
@@ -95,8 +96,6 @@ class Registry:
 
     def register(self, definition: ToolDefinition, scope: Scope | None) -> Disposer:
         """Register ``definition`` into the global layer or ``scope``'s layer."""
-        from .schema import assert_supported_json_schema
-
         if not isinstance(definition, ToolDefinition):
             raise TypeError(
                 f"register() expects a ToolDefinition (use define_tool), got "

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from codemode.sdk_gen import SdkTool, render_sdk
+
 from ._execution import ToolExecution
 from ._hooks import HookRegistry
 from ._pipeline import Pipeline
@@ -12,7 +14,7 @@ from ._registry import MODES, RUN_CODE_NAME, Registry
 from ._scope import Scope
 from ._session import SessionLog
 from ._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult, ToolSchema
-from .code_mode._tool import CODE_ONLY_INSTRUCTION, CodeMode
+from .code_mode import CODE_ONLY_INSTRUCTION, CodeMode
 from .json import snapshot
 
 __all__ = ["ToolRuntime"]
@@ -125,8 +127,6 @@ class ToolRuntime:
 
     def sdk_tools(self, scope: Scope | None = None) -> list[Any]:
         """The tools the SDK declares for ``scope``: its view minus ``run_code``."""
-        from codemode.sdk_gen import SdkTool
-
         return [
             SdkTool(
                 name=d.name,
@@ -140,8 +140,6 @@ class ToolRuntime:
 
     def system_prompt_sections(self, scope: Scope | None = None) -> dict[str, str]:
         """``{"tools:code-only": ..., "tools:sdk": ...}`` regenerated from the live view."""
-        from codemode.sdk_gen import render_sdk
-
         mode = self._registry.mode_for(scope)
         if mode == "native":
             return {"tools:code-only": "", "tools:sdk": ""}
