@@ -1,4 +1,17 @@
-"""codemode's engine: registry, schema DSL, the guarded pipeline, code mode, scheduling.
+"""codemode's engine: the tool registry, the guarded pipeline, code mode and scheduling.
+
+Layout: ``_runtime`` (``ToolRuntime``) wires ``_registry`` (layers, views, guards),
+``_hooks`` (listeners) and ``_pipeline`` (the staged path of every call; its result
+shapes live in ``_results``); ``_scope`` is the per-agent layer, ``_execution`` the
+objects a call's policies and body see, ``_types`` the data structs, ``_define`` the
+DSL tool builder, ``_scheduling`` the native scheduler of one model step's sibling
+calls. Subpackages: ``code_mode`` (``run_code``, the ``CodeRuntime`` seam, the
+sub-dispatch driver), ``policies`` (installable timeout and spill policies),
+``schema`` (the DSL and JSON Schema subset), ``json`` (lossless JSON).
+
+Glossary: ``ToolRuntime`` = registry + pipeline (the host's entry point); ``CodeRuntime``
+= a sandbox that runs programs; the calling scope is always called ``agent`` (a
+``Scope``); a ``SessionLog`` is the only "session" in engine.
 
 Public names only; implementation lives in private modules.
 """
@@ -41,15 +54,15 @@ from ._types import ToolFailure as ToolFailure
 from ._types import ToolOutput as ToolOutput
 from ._types import ToolSchema as ToolSchema
 from ._types import text as text
-from .code_mode._driver import CodeDispatchLog as CodeDispatchLog
-from .code_mode._seam import ERROR_KINDS as ERROR_KINDS
-from .code_mode._seam import Binding as Binding
-from .code_mode._seam import CodeRunError as CodeRunError
-from .code_mode._seam import CodeRunRequest as CodeRunRequest
-from .code_mode._seam import CodeRunResult as CodeRunResult
-from .code_mode._seam import CodeRuntime as CodeRuntime
-from .code_mode._seam import ErrorClass as ErrorClass
-from .code_mode._seam import ErrorKind as ErrorKind
+from .code_mode import ERROR_KINDS as ERROR_KINDS
+from .code_mode import Binding as Binding
+from .code_mode import CodeDispatchLog as CodeDispatchLog
+from .code_mode import CodeRunError as CodeRunError
+from .code_mode import CodeRunRequest as CodeRunRequest
+from .code_mode import CodeRunResult as CodeRunResult
+from .code_mode import CodeRuntime as CodeRuntime
+from .code_mode import ErrorClass as ErrorClass
+from .code_mode import ErrorKind as ErrorKind
 
 __all__ = [
     "AbortController",

@@ -8,6 +8,11 @@ from typing import Any
 
 from ._errors import ToolArgsError
 from ._types import ToolDefinition, ToolOutput
+from .schema import (
+    parameter_schema_spec_to_json_schema,
+    validate_args,
+    value_schema_spec_to_json_schema,
+)
 
 __all__ = ["define_tool"]
 
@@ -35,12 +40,6 @@ def define_tool(
     (invalid -> exclusive) and the presenters likewise (invalid -> no card).
     Raises ``JsonSchemaError`` for a malformed DSL schema.
     """
-    from .schema import (
-        parameter_schema_spec_to_json_schema,
-        validate_args,
-        value_schema_spec_to_json_schema,
-    )
-
     if not isinstance(output, ToolOutput):
         raise TypeError(
             f'tool "{name}" must declare output {{ schema, render, presentationMeta? }}'

@@ -17,7 +17,7 @@ from ._signals import AbortSignal
 
 if TYPE_CHECKING:
     from ._scope import Scope
-    from ._types import ToolExecutionResult
+    from ._types import ToolDefinition, ToolExecutionResult
 
 __all__ = ["ExecutionToken", "ToolDispatchExecution", "ToolExecution", "ToolRunContext"]
 
@@ -45,6 +45,7 @@ class ToolExecution:
         "_deferred",
         "_finalizer",
         "_frozen",
+        "_tool",
         "agent",
         "arguments",
         "call_id",
@@ -70,6 +71,8 @@ class ToolExecution:
     _concludes: bool
     _finalizer: Callable[[Any, Any], Any] | None
     _canonical: list[Any]
+    # The definition resolved for this call (None: unknown, or collapsed away).
+    _tool: ToolDefinition | None
 
     def __init__(
         self,
@@ -82,6 +85,7 @@ class ToolExecution:
         parent: object | None,
         signal: AbortSignal,
         finalizer: Callable[[Any, Any], Any] | None,
+        tool: ToolDefinition | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "_frozen", False)
@@ -99,6 +103,7 @@ class ToolExecution:
         set_(self, "_concludes", False)
         set_(self, "_finalizer", finalizer)
         set_(self, "_canonical", [])
+        set_(self, "_tool", tool)
 
     def __setattr__(self, key: str, value: Any) -> None:
         # Only the signal is replaceable (by tools/execute wrappers), and only until the

@@ -5,7 +5,7 @@ the outermost; ``prepend=True`` inserts a listener outside the existing ones. Ea
 listener receives ``next`` (an async callable with no arguments) and returns what the
 chain decided; the innermost ``next`` is the emitter's default.
 
-Scope filtering (as the reference's scope dispatch): a listener registered on a ``Scope``
+Scope filtering: a listener registered on a ``Scope``
 sees only calls whose agent *is* that scope — not its child scopes, which are agents of
 their own (a preset's registrations, restrictions, guards and mode reach its agents
 through the layer chain; its listeners do not). Agent-less calls reach only global
@@ -123,16 +123,12 @@ class HookRegistry:
             if index >= len(chain):
                 return await default()
             listener = chain[index]
-            called = False
 
             async def next_() -> Any:
-                nonlocal called
                 # A second next() re-runs the inner chain, which is what a retrying
                 # wrapper wants; it is allowed deliberately.
-                called = True
                 return await call(index + 1)
 
-            del called
             return await listener(*args, next_)
 
         return await call(0)

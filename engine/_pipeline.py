@@ -1,6 +1,6 @@
 """The guarded pipeline: one path for every call, native or nested.
 
-Stage order (the contract; reference §2.3):
+Stage order (the contract every call follows):
 
 1. ``create``     materialise the input: snapshot + deep-freeze the arguments (lossy
                   arguments are a *final* result), mint the token, capture the tool's
@@ -24,20 +24,37 @@ Stage order (the contract; reference §2.3):
 9. finish         materialise, ``finalize_content`` exactly once, materialise again.
 10. ``tools/result`` observers (frozen exec and result; failures contained).
 
+Phases: ``prepare`` (stages 1-6) returns a ``Gate`` — ``Dispatch`` when the body may run,
+or an already ``Settled`` result; ``run`` (stage 7) turns a ``Dispatch`` into ``Settled``;
+``commit`` (stages 8-10) turns ``Settled`` into the final result. A *post* result is a
+``Settled`` with ``post_execute=True``, a *final* one has ``post_execute=False``.
+Schedulers call the phases separately (bodies may overlap, commits are ordered);
+``execute`` chains them. The tool definition is resolved once in stage 1 and carried on
+the execution; stage 7 re-resolves it once (the body is what is registered then).
+
 Within a waterfall the first registered listener is outermost; ``prepend=True`` goes
 outside. Post-execute order therefore matches pre-execute order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ._errors import AbortError, HarnessError, ToolNotFoundError, ToolOutputError
+from ._errors import ToolNotFoundError
 from ._execution import ToolExecution, ToolRunContext
-from ._signals import AbortSignal
+from ._results import (
+    aborted_before_dispatch_result,
+    aborted_result,
+    denial_result,
+    error_result,
+    feedback_message,
+    materialize,
+    success_result,
+)
+from ._signals import AbortController, AbortSignal
 from ._types import (
     Accept,
     Allow,
@@ -45,153 +62,55 @@ from ._types import (
     Block,
     Deny,
     ToolDefinition,
-    ToolErrorInfo,
     ToolExecutionFailure,
     ToolExecutionInput,
     ToolExecutionResult,
     ToolExecutionSuccess,
     ToolFailure,
 )
-from .json import FrozenList, LosslessJsonError, snapshot
+from .json import LosslessJsonError, snapshot
 
 if TYPE_CHECKING:
     from ._hooks import HookRegistry
     from ._registry import Registry
 
-__all__ = ["Pipeline", "Prepared", "error_message", "error_result"]
-
-StageKind = Literal["dispatch", "post", "final"]
+__all__ = ["Dispatch", "Gate", "Pipeline", "Settled"]
 
 
-class Prepared(msgspec.Struct, frozen=True):
-    """What ``prepare`` decided: dispatch the body, or a post/final result."""
+class Dispatch(msgspec.Struct, frozen=True):
+    """``prepare`` let the call through its gate: ``run`` may invoke the body."""
 
-    kind: StageKind
     exec: ToolRunContext
-    result: ToolExecutionResult | None = None
 
 
-# ------------------------------------------------------------------ helpers
+class Settled(msgspec.Struct, frozen=True):
+    """A call's result before ``commit``.
+
+    ``post_execute`` says whether the ``tools/post-execute`` waterfall (and the cancel
+    rule after it) still applies: true for a gate denial and for whatever the body or
+    the ``tools/execute`` chain produced, false for a *final* result (lossy arguments,
+    the ``code`` collapse, an early abort, a throwing listener), which only ``finish``es.
+    """
+
+    exec: ToolRunContext
+    result: ToolExecutionResult
+    post_execute: bool
 
 
-def error_message(error: object) -> str:
-    """The failure message of an arbitrary raised value (total: never raises)."""
-    try:
-        if isinstance(error, HarnessError):
-            return error.message
-        if isinstance(error, BaseException):
-            text = str(error)
-            if isinstance(error, KeyError) and len(error.args) == 1:
-                text = str(error.args[0])
-            return text or type(error).__name__
-        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        return str(error)
-    except Exception:
-        return "<unprintable thrown value>"
-
-
-def _error_info(error: object) -> ToolErrorInfo | None:
-    if isinstance(error, HarnessError):
-        return ToolErrorInfo(type(error).__name__, error.code, error.kind)
-    return None
-
-
-def error_result(
-    error: object, additional_contexts: Sequence[Mapping[str, Any]] = ()
-) -> ToolExecutionFailure:
-    """The canonical failure for a raised value: ``Error: <message>`` content."""
-    message = error_message(error)
-    return ToolExecutionFailure(
-        error=ToolFailure(message, _error_info(error)),
-        content=[{"type": "text", "text": f"Error: {message}"}],
-        additional_contexts=tuple(additional_contexts),
-    )
-
-
-def _denial(reason: str) -> ToolExecutionFailure:
-    return ToolExecutionFailure(
-        error=ToolFailure(reason), content=[{"type": "text", "text": f"Error: {reason}"}]
-    )
-
-
-def aborted_result(prior: ToolExecutionResult | None = None) -> ToolExecutionFailure:
-    """``ABORTED``: cancellation superseded a success after the body was invoked."""
-    return error_result(
-        AbortError("tool call aborted", "ABORTED"),
-        prior.additional_contexts if prior is not None else (),
-    )
-
-
-def aborted_before_dispatch_result(
-    prior: ToolExecutionResult | None = None,
-) -> ToolExecutionFailure:
-    """``ABORTED_BEFORE_DISPATCH``: cancellation prevented the body."""
-    return error_result(
-        AbortError("tool call aborted before dispatch", "ABORTED_BEFORE_DISPATCH"),
-        prior.additional_contexts if prior is not None else (),
-    )
-
-
-def _feedback_message(content: Sequence[Mapping[str, Any]]) -> str:
-    parts = []
-    for block in content:
-        kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        else:
-            parts.append(f"[{kind} content]")
-    text = "\n".join(parts)
-    return text if text else "tool result blocked by post-execute policy"
-
-
-def _materialize(result: ToolExecutionResult) -> ToolExecutionResult:
-    """Snapshot + deep-freeze the durable projection of a result (raises on lossy data)."""
-    content = result.content
-    if (
-        type(content) is FrozenList
-        and content._sealed is True
-        and result.meta is None
-        and not result.additional_contexts
-        and (isinstance(result, ToolExecutionSuccess) or type(result.error) is ToolFailure)
-    ):
-        # Already a sealed (immutable, lossless) projection: nothing to copy.
-        return result
-    if not isinstance(result.content, (list, tuple)):
-        # ``list("abc")`` would silently become three "blocks"; content is a block list.
-        raise TypeError("tool result must be losslessly JSON-serializable")
-    try:
-        content = snapshot(list(result.content), label="content")
-        meta = None if result.meta is None else snapshot(result.meta, label="meta")
-        contexts = tuple(
-            snapshot(c, label="additionalContexts") for c in result.additional_contexts
-        )
-    except LosslessJsonError as exc:
-        raise TypeError("tool result must be losslessly JSON-serializable") from exc
-    if isinstance(result, ToolExecutionFailure):
-        if not isinstance(result.error, ToolFailure) or not isinstance(result.error.message, str):
-            raise TypeError("tool result must be losslessly JSON-serializable")
-        return ToolExecutionFailure(
-            error=result.error, content=content, meta=meta, additional_contexts=contexts
-        )
-    return ToolExecutionSuccess(
-        value=result.value,
-        content=content,
-        meta=meta,
-        additional_contexts=contexts,
-        concludes_turn=bool(result.concludes_turn),
-    )
+Gate = Dispatch | Settled
+"""What ``prepare`` decided: run the body, or a result already settled."""
 
 
 def _fuse(caller: AbortSignal, wrapper: AbortSignal) -> tuple[AbortSignal, Callable[[], None]]:
+    # Not ``AbortSignal.any``: that one keeps its listeners on the sources until one
+    # aborts, and a turn's caller signal outlives thousands of calls. The disposer
+    # returned here unhooks both sources once the body has settled.
     if caller is wrapper:
         return caller, lambda: None
     if wrapper.aborted or caller.aborted:
         return AbortSignal.aborted_with(wrapper.reason if wrapper.aborted else caller.reason), (
             lambda: None
         )
-    from ._signals import AbortController
-
     controller = AbortController()
     disposers: list[Callable[[], None]] = []
 
@@ -234,7 +153,7 @@ class Pipeline:
 
     # ---------------------------------------------------------------- stage 1
 
-    def create(self, input_: ToolExecutionInput) -> Prepared | ToolRunContext:
+    def _create(self, input_: ToolExecutionInput) -> Settled | ToolRunContext:
         """Materialise ``input_``; return a ready execution or a final result."""
         name = input_.name
         agent = input_.agent
@@ -258,7 +177,7 @@ class Pipeline:
                 TypeError("tool execution arguments must be losslessly JSON-serializable")
             )
         except Exception as exc:
-            # The reference's "a getter throws": reading a hostile value raised. The
+            # A getter throws: reading a hostile value raised. The
             # pipeline never raises for a call; the failure carries that message.
             arguments = None
             failure = error_result(exc)
@@ -271,14 +190,16 @@ class Pipeline:
             parent=parent,
             signal=signal,
             finalizer=finalizer,
+            # Resolved once here and carried: output validation (body, wrapper results,
+            # post-execute value replacements) and per-tool policies read this one.
+            tool=None if collapsed else visible,
         )
         if failure is not None:
-            return Prepared("final", exec_, failure)
+            return Settled(exec_, failure, post_execute=False)
         if collapsed:
             if signal.aborted:
-                return Prepared("final", exec_, aborted_before_dispatch_result())
-            return Prepared(
-                "final",
+                return Settled(exec_, aborted_before_dispatch_result(), post_execute=False)
+            return Settled(
                 exec_,
                 error_result(
                     ToolNotFoundError(
@@ -286,20 +207,21 @@ class Pipeline:
                         f"`{name}` from inside a `run_code` program instead"
                     )
                 ),
+                post_execute=False,
             )
         return exec_
 
     # ------------------------------------------------------------- stages 2-6
 
-    async def prepare(self, input_: ToolExecutionInput) -> Prepared:
+    async def prepare(self, input_: ToolExecutionInput) -> Gate:
         """Create the execution and run the ordered pre-execute/approval/guard gate."""
-        created = self.create(input_)
-        if isinstance(created, Prepared):
+        created = self._create(input_)
+        if isinstance(created, Settled):
             return created
         exec_ = created
         caller = exec_._caller_signal
         if caller.aborted:
-            return Prepared("final", exec_, aborted_before_dispatch_result())
+            return Settled(exec_, aborted_before_dispatch_result(), post_execute=False)
         try:
             hooks = self._hooks
             if hooks.has("tools/pre-execute"):
@@ -318,20 +240,20 @@ class Pipeline:
                     "Ask(reason=None)"
                 )
             if caller.aborted and approval_cancelled:
-                return Prepared("post", exec_, aborted_before_dispatch_result())
+                return Settled(exec_, aborted_before_dispatch_result(), post_execute=True)
             reason = self._registry.guard_reason(exec_) if isinstance(gate, Allow) else gate.reason
             if reason is not None:
-                return Prepared("post", exec_, _materialize(_denial(reason)))
+                return Settled(exec_, materialize(denial_result(reason)), post_execute=True)
             if caller.aborted:
-                return Prepared("post", exec_, aborted_before_dispatch_result())
-            return Prepared("dispatch", exec_)
+                return Settled(exec_, aborted_before_dispatch_result(), post_execute=True)
+            return Dispatch(exec_)
         except Exception as exc:
-            return Prepared("final", exec_, error_result(exc))
+            return Settled(exec_, error_result(exc), post_execute=False)
 
     async def _ask(self, exec_: ToolExecution, ask: Ask) -> tuple[Allow | Deny, bool]:
         name = exec_.name
         if self.approval is None:
-            # ``??`` in the reference: only an absent reason gets the default (``""`` stays).
+            # Only an absent reason gets the default; an empty reason ``""`` stays.
             default = f'tool "{name}" requires approval (not yet supported)'
             return Deny(default if ask.reason is None else ask.reason), False
         if exec_.agent is None:
@@ -357,8 +279,9 @@ class Pipeline:
 
     # ---------------------------------------------------------------- stage 7
 
-    async def dispatch(self, exec_: ToolRunContext) -> tuple[StageKind, ToolExecutionResult]:
-        """Run the ``tools/execute`` chain and the body; ``("post"|"final", result)``."""
+    async def run(self, gate: Dispatch) -> Settled:
+        """Run the ``tools/execute`` chain and the body."""
+        exec_ = gate.exec
         try:
             if self._hooks.has("tools/execute"):
 
@@ -376,9 +299,9 @@ class Pipeline:
                 )
             if exec_._caller_signal.aborted and not normalized.is_error:
                 normalized = self._cancellation(exec_, normalized)
-            return "post", normalized
+            return Settled(exec_, normalized, post_execute=True)
         except Exception as exc:
-            return "final", error_result(exc)
+            return Settled(exec_, error_result(exc), post_execute=False)
 
     async def _dispatch_body(self, exec_: ToolRunContext) -> ToolExecutionResult:
         wrapper_signal = exec_.signal
@@ -388,14 +311,17 @@ class Pipeline:
             return aborted_before_dispatch_result()
         object.__setattr__(exec_, "signal", signal)
         try:
+            # The one re-resolution: the body is the definition registered *now*, after
+            # pre-execute listeners and wrappers had their chance to (un)register it.
             tool = self._registry.resolve_execution(
                 exec_.name, exec_.agent, exec_.parent is not None
             )
+            exec_._set("_tool", tool)
             if tool is None:
                 raise ToolNotFoundError(f'unknown tool "{exec_.name}"')
             exec_._set("_body_invoked", True)
             returned = await tool.execute(exec_.arguments, exec_)
-            result = self.success(exec_, tool, returned)
+            result = success_result(exec_, tool, returned)
             return aborted_result(result) if signal.aborted else result
         except Exception as exc:
             return error_result(exc)
@@ -420,10 +346,7 @@ class Pipeline:
                 f"tools/execute returned {type(result).__name__}; expected a "
                 "ToolExecutionSuccess or ToolExecutionFailure"
             )
-        tool = self._registry.resolve_execution(exec_.name, exec_.agent, exec_.parent is not None)
-        if tool is None:
-            raise ToolNotFoundError(f'unknown tool "{exec_.name}"')
-        normalized = self.success(exec_, tool, result.value)
+        normalized = success_result(exec_, _tool_of(exec_), result.value)
         return exec_._mark_canonical(
             msgspec.structs.replace(
                 normalized, additional_contexts=tuple(result.additional_contexts)
@@ -437,67 +360,9 @@ class Pipeline:
             return aborted_result(prior)
         return aborted_before_dispatch_result(prior)
 
-    def success(
-        self, exec_: ToolExecution, tool: ToolDefinition, candidate: Any
-    ) -> ToolExecutionSuccess:
-        """Snapshot, validate, render and (top-level only) project a body value."""
-        from .schema import validate_json_schema_value
-
-        name = tool.name
-        try:
-            value = snapshot(candidate)
-        except LosslessJsonError:
-            raise ToolOutputError(
-                f'tool "{name}" returned invalid output: value is not lossless JSON'
-            ) from None
-        except Exception as exc:  # e.g. RecursionError from a hostile object
-            raise ToolOutputError(
-                f'tool "{name}" returned invalid output: value snapshot failed: {error_message(exc)}'
-            ) from None
-        violations = validate_json_schema_value(tool.output.schema, value, "value")
-        if violations:
-            raise ToolOutputError(f'tool "{name}" returned invalid output: {"; ".join(violations)}')
-        try:
-            rendered = tool.output.render(exec_.arguments, value)
-        except Exception as exc:
-            raise ToolOutputError(
-                f'tool "{name}" returned invalid output: output.render failed: {error_message(exc)}'
-            ) from None
-        content = self._projection(name, "render", rendered)
-        if not isinstance(content, list):
-            raise ToolOutputError(
-                f'tool "{name}" returned invalid output: output.render returned non-lossless JSON'
-            )
-        meta = None
-        if exec_.parent is None and tool.output.presentation_meta is not None:
-            try:
-                projected = tool.output.presentation_meta(exec_.arguments, value)
-            except Exception as exc:
-                raise ToolOutputError(
-                    f'tool "{name}" returned invalid output: output.presentationMeta failed: '
-                    f"{error_message(exc)}"
-                ) from None
-            meta = self._projection(name, "presentationMeta", projected)
-        result = ToolExecutionSuccess(
-            value=value, content=content, meta=meta, concludes_turn=exec_._concludes
-        )
-        return exec_._mark_canonical(result)  # type: ignore[return-value]
-
-    @staticmethod
-    def _projection(name: str, projector: str, candidate: Any) -> Any:
-        try:
-            if isinstance(candidate, tuple):
-                candidate = list(candidate)
-            return snapshot(candidate)
-        except LosslessJsonError:
-            raise ToolOutputError(
-                f'tool "{name}" returned invalid output: output.{projector} returned '
-                "non-lossless JSON"
-            ) from None
-
     # ---------------------------------------------------------------- stage 8
 
-    async def finalize(
+    async def _finalize(
         self, exec_: ToolRunContext, result: ToolExecutionResult
     ) -> ToolExecutionResult:
         """Post-execute, the cancel rule, then ``finish``."""
@@ -505,9 +370,9 @@ class Pipeline:
             post = await self._post_execute(exec_, result)
             if exec_._caller_signal.aborted and not post.is_error:
                 post = self._cancellation(exec_, post)
-            return await self.finish(exec_, post)
+            return await self._finish(exec_, post)
         except Exception as exc:
-            return await self.finish(exec_, error_result(exc))
+            return await self._finish(exec_, error_result(exc))
 
     async def _post_execute(
         self, exec_: ToolRunContext, result: ToolExecutionResult
@@ -515,7 +380,7 @@ class Pipeline:
         if not self._hooks.has("tools/post-execute"):
             decision: Any = _ACCEPT
         else:
-            frozen = _materialize(result) if not exec_._is_canonical(result) else result
+            frozen = materialize(result) if not exec_._is_canonical(result) else result
             decision = await self._hooks.waterfall(
                 "tools/post-execute", exec_.agent, (exec_, frozen), _accept
             )
@@ -523,7 +388,7 @@ class Pipeline:
             feedback = list(decision.feedback)
             return exec_._mark_canonical(
                 ToolExecutionFailure(
-                    error=ToolFailure(_feedback_message(feedback)),
+                    error=ToolFailure(feedback_message(feedback)),
                     content=feedback,
                     additional_contexts=tuple(decision.additional_contexts),
                 )
@@ -542,12 +407,7 @@ class Pipeline:
         if has_value:
             if result.is_error:
                 raise TypeError("tools/post-execute cannot replace the value of a failed result")
-            tool = self._registry.resolve_execution(
-                exec_.name, exec_.agent, exec_.parent is not None
-            )
-            if tool is None:
-                raise ToolNotFoundError(f'unknown tool "{exec_.name}"')
-            replaced = self.success(exec_, tool, decision.value)
+            replaced = success_result(exec_, _tool_of(exec_), decision.value)
             return exec_._mark_canonical(
                 msgspec.structs.replace(replaced, additional_contexts=contexts)
             )
@@ -558,41 +418,47 @@ class Pipeline:
 
     # ---------------------------------------------------------------- stage 9
 
-    async def finish(
+    async def _finish(
         self, exec_: ToolRunContext, result: ToolExecutionResult
     ) -> ToolExecutionResult:
         """Materialise, ``finalize_content`` once, materialise, notify observers."""
         try:
-            materialized = _materialize(result)
+            materialized = materialize(result)
         except Exception as exc:
-            materialized = _materialize(error_result(exc))
+            materialized = materialize(error_result(exc))
         final: ToolExecutionResult = materialized
         finalizer = exec_._finalizer
         if finalizer is not None:
             try:
                 content = finalizer(exec_, materialized)
                 if content is not None:
-                    final = _materialize(msgspec.structs.replace(materialized, content=content))
+                    final = materialize(msgspec.structs.replace(materialized, content=content))
             except Exception as exc:
-                final = _materialize(error_result(exc))
+                final = materialize(error_result(exc))
         exec_._freeze()
         await self._hooks.notify_result(exec_.agent, exec_, final)
         return final
 
     # ----------------------------------------------------------------- whole
 
-    async def complete(self, prepared: Prepared) -> ToolExecutionResult:
-        """Run the stages that follow ``prepare``."""
-        if prepared.kind == "dispatch":
-            kind, result = await self.dispatch(prepared.exec)
-            if kind == "post":
-                return await self.finalize(prepared.exec, result)
-            return await self.finish(prepared.exec, result)
-        assert prepared.result is not None
-        if prepared.kind == "post":
-            return await self.finalize(prepared.exec, prepared.result)
-        return await self.finish(prepared.exec, prepared.result)
+    async def commit(self, settled: Settled) -> ToolExecutionResult:
+        """Post-execute (when it applies), ``finish`` and the ``tools/result`` observers."""
+        if settled.post_execute:
+            return await self._finalize(settled.exec, settled.result)
+        return await self._finish(settled.exec, settled.result)
+
+    async def settle(self, gate: Gate) -> Settled:
+        """``run`` a dispatched gate; a settled one is already its own result."""
+        return gate if isinstance(gate, Settled) else await self.run(gate)
 
     async def execute(self, input_: ToolExecutionInput) -> ToolExecutionResult:
         """The whole pipeline for one call."""
-        return await self.complete(await self.prepare(input_))
+        return await self.commit(await self.settle(await self.prepare(input_)))
+
+
+def _tool_of(exec_: ToolExecution) -> ToolDefinition:
+    """The definition carried by ``exec_`` (``UNKNOWN_TOOL`` when none resolved)."""
+    tool: ToolDefinition | None = exec_._tool
+    if tool is None:
+        raise ToolNotFoundError(f'unknown tool "{exec_.name}"')
+    return tool

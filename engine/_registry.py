@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._scope import Layer, Scope
 from ._types import ToolDefinition, ToolOutput
+from .schema import assert_supported_json_schema
 
 if TYPE_CHECKING:
     from ._hooks import HookRegistry
@@ -95,8 +96,6 @@ class Registry:
 
     def register(self, definition: ToolDefinition, scope: Scope | None) -> Disposer:
         """Register ``definition`` into the global layer or ``scope``'s layer."""
-        from .schema import assert_supported_json_schema
-
         if not isinstance(definition, ToolDefinition):
             raise TypeError(
                 f"register() expects a ToolDefinition (use define_tool), got "
@@ -114,7 +113,7 @@ class Registry:
             raise TypeError(
                 f'tool "{name}" must declare output {{ schema, render, presentationMeta? }}'
             )
-        # Only the output schema is enforced here (as in the reference): raw definitions
+        # Only the output schema is enforced here: raw definitions
         # (MCP, dynamic) may carry richer parameter schemas the model reads but the
         # registry does not validate.
         assert_supported_json_schema(output.schema)
@@ -127,7 +126,7 @@ class Registry:
             or not math.isfinite(timeout)
             or timeout <= 0
         ):
-            raise TypeError(f'tool "{name}" timeoutMs must be a positive finite number')
+            raise TypeError(f'tool "{name}" timeout_ms must be a positive finite number')
         if not callable(definition.execute):
             raise TypeError(f'tool "{name}" execute must be an async callable')
         if name == RUN_CODE_NAME:
@@ -140,7 +139,7 @@ class Registry:
             if scope is None:
                 raise ValueError(
                     f'tool "{name}" is already registered (for a per-agent variant, register '
-                    "through that agent's `agent.ctx` instead)"
+                    "through that agent's `Scope.register` instead)"
                 )
             raise ValueError(f'tool "{name}" is already registered in this scope')
 
@@ -177,21 +176,21 @@ class Registry:
     def restrict(
         self, scope: Scope, *, allow: Iterable[str] | None, deny: Iterable[str] | None
     ) -> Disposer:
-        """Filter what ``scope`` inherits; see the reference for the error texts."""
+        """Filter what ``scope`` inherits (allow-list and/or deny-list; unknown names are errors)."""
         if allow is None and deny is None:
             raise ValueError(
-                "tools.restrict({}) is a no-op: pass `allow` and/or `deny` (an empty filter "
+                "Scope.restrict() is a no-op: pass `allow` and/or `deny` (an empty filter "
                 "is almost always a materialized-empty-config bug)"
             )
         for label, values in (("allow", allow), ("deny", deny)):
             if isinstance(values, str):
-                raise TypeError(f"tools.restrict() {label} must be a list of names, not a string")
+                raise TypeError(f"Scope.restrict() {label} must be a list of names, not a string")
         allow_list = None if allow is None else list(allow)
         deny_list = None if deny is None else list(deny)
         named = [*(allow_list or []), *(deny_list or [])]
         if RUN_CODE_NAME in named:
             raise ValueError(
-                f"tools.restrict() cannot name reserved Code Mode presentation transport "
+                f"Scope.restrict() cannot name reserved Code Mode presentation transport "
                 f'"{RUN_CODE_NAME}"; restrict end-capability tools instead'
             )
         known = set(self.inherited(scope))
@@ -201,7 +200,7 @@ class Registry:
             listed = ", ".join(f'"{n}"' for n in unknown)
             known_text = ", ".join(sorted(known)) or "(none)"
             raise ValueError(
-                f"tools.restrict() names unknown global tool{plural} {listed}; "
+                f"Scope.restrict() names unknown global tool{plural} {listed}; "
                 f"known global tools: {known_text}"
             )
         entry = (

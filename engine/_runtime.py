@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from codemode.sdk_gen import SdkTool, render_sdk
+
 from ._execution import ToolExecution
 from ._hooks import HookRegistry
 from ._pipeline import Pipeline
@@ -12,12 +14,7 @@ from ._registry import MODES, RUN_CODE_NAME, Registry
 from ._scope import Scope
 from ._session import SessionLog
 from ._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult, ToolSchema
-from .code_mode._tool import (
-    CODE_ONLY_INSTRUCTION,
-    RUN_CODE_FLAVORS,
-    known_languages,
-    make_run_code_tool,
-)
+from .code_mode import CODE_ONLY_INSTRUCTION, CodeMode
 from .json import snapshot
 
 __all__ = ["ToolRuntime"]
@@ -49,13 +46,16 @@ class ToolRuntime:
             or not isinstance(max_parallel_sub_calls, int)
             or max_parallel_sub_calls < 1
         ):
-            raise ValueError("maxParallelSubCalls must be a positive integer")
+            raise ValueError("ToolRuntime(max_parallel_sub_calls=...) must be a positive integer")
         self.max_parallel_sub_calls = max_parallel_sub_calls
         self.code_runtime = code_runtime
         self._hooks = HookRegistry()
-        self._registry = Registry(self._hooks, mode, self._run_code_definition)
+        # The registry gets the code-mode object's ``run_code`` provider, not the runtime:
+        # the object graph is runtime -> (code mode, registry, pipeline), with no way back.
+        self._code_mode = CodeMode(self, self._hooks)
+        self._registry = Registry(self._hooks, mode, self._code_mode.definition)
         self._pipeline = Pipeline(self._registry, self._hooks, approval)
-        self._run_code_cache: dict[str, ToolDefinition] = {}
+        self._code_mode.bind(self._registry, self._pipeline)
         # Host facts for the SDK's "sandbox facts" block (e.g. ``workspace``,
         # ``read_before_write``); merged over the code runtime's own ``sdk_facts()``.
         self.sdk_facts: dict[str, Any] = {}
@@ -66,6 +66,11 @@ class ToolRuntime:
     def mode(self) -> str:
         """The deployment default presentation mode."""
         return self._registry.default_mode
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The staged pipeline (engine-internal: the native scheduler drives its phases)."""
+        return self._pipeline
 
     @property
     def approval(self) -> Any:
@@ -98,34 +103,6 @@ class ToolRuntime:
 
     # -------------------------------------------------------------------- views
 
-    def _language(self) -> str:
-        runtime = self.code_runtime
-        return "typescript" if runtime is None else str(runtime.language)
-
-    def _run_code_definition(self) -> ToolDefinition:
-        language = self._language()
-        if language not in RUN_CODE_FLAVORS:
-            language = "typescript"  # schemas()/sections report the unknown language
-        cached = self._run_code_cache.get(language)
-        if cached is None:
-            cached = self._run_code_cache[language] = make_run_code_tool(self, language)
-        return cached
-
-    def _require_code_runtime(self, mode: str) -> Any:
-        runtime = self.code_runtime
-        if runtime is None:
-            raise RuntimeError(
-                f'codemode: mode "{mode}" requires a code runtime — pass '
-                "ToolRuntime(code_runtime=...) (e.g. sandbox.PythonRuntime()) or set the tools "
-                'mode to "native"'
-            )
-        if runtime.language not in RUN_CODE_FLAVORS:
-            raise RuntimeError(
-                "codemode: no SDK renderer registered for runtime language "
-                f'"{runtime.language}" (known: {known_languages()})'
-            )
-        return runtime
-
     def get(self, name: str, scope: Scope | None = None) -> ToolDefinition | None:
         """The definition ``scope`` sees for ``name`` (None when not visible)."""
         return self._registry.get(name, scope)
@@ -138,7 +115,7 @@ class ToolRuntime:
         """The wire tool list for ``scope``'s mode (exactly name/description/parameters)."""
         mode = self._registry.mode_for(scope)
         if mode != "native":
-            self._require_code_runtime(mode)
+            self._code_mode.require_code_runtime(mode)
         visible = self._registry.view(scope)
         out = [
             ToolSchema(d.name, d.description, snapshot(d.parameters, freeze=False))
@@ -150,8 +127,6 @@ class ToolRuntime:
 
     def sdk_tools(self, scope: Scope | None = None) -> list[Any]:
         """The tools the SDK declares for ``scope``: its view minus ``run_code``."""
-        from codemode.sdk_gen import SdkTool
-
         return [
             SdkTool(
                 name=d.name,
@@ -165,12 +140,10 @@ class ToolRuntime:
 
     def system_prompt_sections(self, scope: Scope | None = None) -> dict[str, str]:
         """``{"tools:code-only": ..., "tools:sdk": ...}`` regenerated from the live view."""
-        from codemode.sdk_gen import render_sdk
-
         mode = self._registry.mode_for(scope)
         if mode == "native":
             return {"tools:code-only": "", "tools:sdk": ""}
-        runtime = self._require_code_runtime(mode)
+        runtime = self._code_mode.require_code_runtime(mode)
         # `sdk_facts()` is optional on the CodeRuntime seam; a runtime without it (or one
         # that fails) simply states no facts of its own.
         facts_of = getattr(runtime, "sdk_facts", None)

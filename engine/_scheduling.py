@@ -1,4 +1,4 @@
-"""Native scheduling of one model step's sibling tool calls (reference §2.7).
+"""Native scheduling of one model step's sibling tool calls.
 
 Calls are walked in model order. An exclusive call is a group of one (a barrier). A
 parallel call opens a rolling pool of consecutive parallel calls capped at
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from ._pipeline import Prepared, aborted_before_dispatch_result
+from ._pipeline import Dispatch, Pipeline, Settled
 from ._presentation import call_card_fields, result_card_fields
+from ._results import aborted_before_dispatch_result
 from ._signals import AbortSignal
 from ._types import ToolExecutionInput, ToolExecutionResult
 
@@ -57,15 +58,14 @@ def _reject_constant(name: str) -> Any:
 
 
 class _Call:
-    __slots__ = ("call", "dispatched", "index", "input", "parallel", "prepared", "seq")
+    __slots__ = ("call", "index", "input", "parallel", "seq", "settled")
 
     def __init__(self, index: int, call: ModelToolCall, input_: ToolExecutionInput) -> None:
         self.index = index
         self.call = call
         self.input = input_
         self.seq: int | None = None
-        self.prepared: Prepared | None = None
-        self.dispatched: tuple[str, ToolExecutionResult] | None = None
+        self.settled: Settled | None = None
         self.parallel = False
 
 
@@ -79,6 +79,7 @@ class _Step:
         max_parallel: int,
     ) -> None:
         self.rt = rt
+        self.pipeline: Pipeline = rt.pipeline
         self.session = agent.session if agent is not None else None
         self.turn = turn
         self.step = step
@@ -133,27 +134,22 @@ class _Step:
         await self.append(event)
 
     async def commit(self, c: _Call) -> None:
-        assert c.dispatched is not None and c.prepared is not None
-        kind, result = c.dispatched
-        pipeline = self.rt._pipeline
-        if kind == "final":
-            final = await pipeline.finish(c.prepared.exec, result)
-        else:
-            final = await pipeline.finalize(c.prepared.exec, result)
+        assert c.settled is not None
+        final = await self.pipeline.commit(c.settled)
         self.results[c.index] = final
         await self.log_result(c, final)
 
     async def start(self, c: _Call, tg: Any) -> None:
         await self.log_call(c)
-        c.prepared = prepared = await self.rt._pipeline.prepare(c.input)
-        if prepared.kind != "dispatch":
-            assert prepared.result is not None
-            c.dispatched = (prepared.kind, prepared.result)
+        gate = await self.pipeline.prepare(c.input)
+        if isinstance(gate, Settled):
+            c.settled = gate
             return
+        dispatch: Dispatch = gate
 
         async def body() -> None:
             try:
-                c.dispatched = await self.rt._pipeline.dispatch(prepared.exec)
+                c.settled = await self.pipeline.run(dispatch)
             finally:
                 self.wake.set()
 
@@ -175,14 +171,14 @@ async def _schedule(
     commits: deque[_Call] = deque()
     while queue or commits:
         # Commit settled heads in model order first.
-        if commits and commits[0].dispatched is not None:
+        if commits and commits[0].settled is not None:
             await state.commit(commits.popleft())
             continue
         if queue and not signal.aborted:
             nxt = queue[0]
             parallel = rt.execution_mode(nxt.input) == "parallel"
             pool_parallel = all(c.parallel for c in commits)
-            running = sum(1 for c in commits if c.dispatched is None)
+            running = sum(1 for c in commits if c.settled is None)
             if parallel and pool_parallel and running < max_parallel:
                 queue.popleft()
                 nxt.parallel = True
@@ -211,7 +207,7 @@ async def run_tool_calls(
 ) -> list[ToolExecutionResult]:
     """Run one model step's sibling calls; results come back in model order."""
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
-        raise ValueError("maxParallelToolCalls must be a positive integer")
+        raise ValueError("run_tool_calls(max_parallel=...) must be a positive integer")
     state = _Step(rt, agent, turn, step, max_parallel)
     queue: deque[_Call] = deque(
         _Call(

@@ -83,7 +83,11 @@ class Scope:
         return self._runtime._registry.guard(fn, self)
 
     def on(self, event: str, listener: Callable[..., Any], *, prepend: bool = False) -> Disposer:
-        """Listen to ``event`` for calls made by this scope (and scopes under it)."""
+        """Listen to ``event`` for calls made by exactly this scope (not its child scopes).
+
+        Child scopes are agents of their own: they inherit tools, restrictions, guards and
+        the presentation mode through the layer chain, but not listeners.
+        """
         return self._runtime._hooks.on(event, listener, owner=self, prepend=prepend)
 
     def restrict(

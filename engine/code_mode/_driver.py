@@ -27,7 +27,7 @@ bodies that overlapped, and workers end when the run drains). An exclusive body 
 the lane itself, since nothing else may start or commit until it has committed. A settle
 event whose session is a built-in log (``append`` never yields) and that has no
 ``tools/code-dispatch-log`` listener is appended in the lane right after the program got
-its value, as the reference's synchronous append is.
+its value, so such an append is in effect synchronous with the settle.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ import anyio
 import msgspec
 
 from .._errors import BindingCallError
-from .._pipeline import Prepared, error_message
+from .._pipeline import Dispatch, Pipeline, Settled
 from .._presentation import call_card_fields, result_card_fields
+from .._results import error_message
 from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolExecutionInput, ToolExecutionResult
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .._execution import ToolRunContext
+    from .._hooks import HookRegistry
     from .._runtime import ToolRuntime
 
 __all__ = ["CodeDispatchLog", "SubDispatchDriver"]
@@ -174,7 +176,7 @@ class _Entry:
     __slots__ = (
         "arguments",
         "committed",
-        "dispatched",
+        "dispatch",
         "done",
         "exclusive",
         "in_flight_at_start",
@@ -182,8 +184,8 @@ class _Entry:
         "log_arguments",
         "name",
         "outcome",
-        "prepared",
         "queued_at",
+        "settled",
         "settled_at",
         "started_at",
         "sub_call_id",
@@ -198,8 +200,8 @@ class _Entry:
         self.input = input_
         self.sub_call_id = input_.call_id
         self.exclusive = False
-        self.prepared: Prepared | None = None
-        self.dispatched: tuple[str, ToolExecutionResult] | None = None
+        self.dispatch: Dispatch | None = None
+        self.settled: Settled | None = None
         self.outcome: tuple[bool, Any] | None = None
         self.done = _Flag()
         self.committed = False
@@ -215,12 +217,15 @@ class SubDispatchDriver:
     def __init__(
         self,
         runtime: ToolRuntime,
+        pipeline: Pipeline,
+        hooks: HookRegistry,
         outer: ToolRunContext,
         run_signal: AbortSignal,
         tg: TaskGroup,
     ) -> None:
         self._rt = runtime
-        self._pipeline = runtime._pipeline
+        self._pipeline = pipeline
+        self._hooks = hooks
         self._outer = outer
         self._signal = run_signal
         self._cap = runtime.max_parallel_sub_calls
@@ -238,8 +243,8 @@ class SubDispatchDriver:
         self._t0 = time.perf_counter()
         agent = outer.agent
         self._session = agent.session if agent is not None else None
-        # The built-in logs never yield in ``append`` (see ``_session``), like the
-        # reference's synchronous append: with no dispatch-log listener there is nothing
+        # The built-in logs never yield in ``append`` (see ``_session``), so an append is
+        # in effect synchronous: with no dispatch-log listener there is nothing
         # that could be slow, so the settle event is appended right in the lane.
         self._sync_session = type(self._session) in (MemorySessionLog, SqliteSessionLog)
         run_signal.add_listener(lambda _s: self._poke())
@@ -315,7 +320,7 @@ class SubDispatchDriver:
         """The driver loop; ends once draining finds nothing left to do."""
         try:
             while True:
-                if self._commits and self._commits[0].dispatched is not None:
+                if self._commits and self._commits[0].settled is not None:
                     await self._commit(self._commits.popleft())
                     while self._pending_logs > self._cap:
                         await self._sleep()
@@ -388,27 +393,26 @@ class SubDispatchDriver:
                     }
                 )
             )
-        prepared = await self._pipeline.prepare(entry.input)
-        entry.prepared = prepared
-        if prepared.kind != "dispatch":
-            assert prepared.result is not None
+        gate = await self._pipeline.prepare(entry.input)
+        if isinstance(gate, Settled):
             entry.settled_at = time.perf_counter()
-            entry.dispatched = (prepared.kind, prepared.result)
+            entry.settled = gate
             return
+        entry.dispatch = gate
         self._in_flight += 1
         if entry.exclusive:
             # An exclusive call runs alone and is the commit head, so the lane has nothing
             # else to do until its body settles: run the body here instead of handing it
-            # to a worker. (Queued calls are abandoned on the next pass, as in the
-            # reference, whose driver wakes on settles and submissions only.)
+            # to a worker. (Queued calls are abandoned on the next pass: the driver wakes
+            # on settles and submissions only.)
             await self._body(entry, inline=True)
         else:
             self._bodies.submit(entry)
 
     async def _body(self, entry: _Entry, *, inline: bool = False) -> None:
-        assert entry.prepared is not None
+        assert entry.dispatch is not None
         try:
-            entry.dispatched = await self._pipeline.dispatch(entry.prepared.exec)
+            entry.settled = await self._pipeline.run(entry.dispatch)
         finally:
             entry.settled_at = time.perf_counter()
             self._in_flight -= 1
@@ -416,14 +420,8 @@ class SubDispatchDriver:
                 self._poke()
 
     async def _commit(self, entry: _Entry) -> None:
-        assert entry.prepared is not None and entry.dispatched is not None
-        pipeline = self._pipeline
-        kind, result = entry.dispatched
-        exec_ = entry.prepared.exec
-        if kind == "final":
-            final = await pipeline.finish(exec_, result)
-        else:
-            final = await pipeline.finalize(exec_, result)
+        assert entry.settled is not None
+        final = await self._pipeline.commit(entry.settled)
         if entry.exclusive:
             self._exclusive_active = False
         entry.committed = True
@@ -438,7 +436,7 @@ class SubDispatchDriver:
         if self._session is not None:
             self._pending_logs += 1
             job = (entry, final, time.perf_counter())
-            if self._sync_session and not self._rt._hooks.listeners(
+            if self._sync_session and not self._hooks.listeners(
                 "tools/code-dispatch-log", self._outer.agent
             ):
                 await self._log_settle(job)
@@ -499,7 +497,7 @@ class SubDispatchDriver:
         """The durable copy of a settled sub-result's content: the
         ``tools/code-dispatch-log`` waterfall's output, or the original when a listener
         fails (contained and logged)."""
-        hooks = self._rt._hooks
+        hooks = self._hooks
         agent = self._outer.agent
         if not hooks.listeners("tools/code-dispatch-log", agent):
             return final.content

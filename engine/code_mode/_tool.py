@@ -16,19 +16,25 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from .._errors import CodeRunFailedError
+from .._errors import CodeRunFailedError, ToolArgsError
 from .._signals import AbortController
 from .._types import ToolDefinition, ToolOutput, text
 from ..json import dumps_pretty
+from ..schema import validate_args
+from ._driver import SubDispatchDriver
 from ._seam import Binding, CodeRunRequest, ErrorClass
 
 if TYPE_CHECKING:
     from .._execution import ToolRunContext
+    from .._hooks import HookRegistry
+    from .._pipeline import Pipeline
+    from .._registry import Registry
     from .._runtime import ToolRuntime
 
 __all__ = [
     "CODE_ONLY_INSTRUCTION",
     "RUN_CODE_FLAVORS",
+    "CodeMode",
     "make_run_code_tool",
     "render_run_code_value",
 ]
@@ -66,7 +72,7 @@ RUN_CODE_FLAVORS: dict[str, tuple[str, str]] = {
 }
 
 # What JS ``String.prototype.trim`` removes (WhiteSpace and LineTerminator), so a blank
-# description is judged as the reference judges it (``str.strip()`` differs: it also
+# description is judged the way a JS host judges it (``str.strip()`` differs: it also
 # strips U+001C-U+001F and U+0085 but keeps U+FEFF).
 _JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -111,7 +117,73 @@ def _present_call(args: Any) -> Any:
     return {"card": "generic", "title": description, "kind": "execute", "rawInput": code}
 
 
-def make_run_code_tool(runtime: ToolRuntime, language: str) -> ToolDefinition:
+class CodeMode:
+    """The code-mode side of one ``ToolRuntime``: ``run_code`` and the programs it runs.
+
+    Owned by the runtime; the registry only sees ``definition`` (a provider of the
+    ``run_code`` definition for the current code runtime's language), so it never calls
+    back into the runtime. ``bind`` hands over the registry and pipeline once they
+    exist: programs enumerate their bindings from the registry's view, and every
+    sub-call goes through the pipeline's phases.
+    """
+
+    def __init__(self, runtime: ToolRuntime, hooks: HookRegistry) -> None:
+        self.runtime = runtime
+        self.hooks = hooks
+        self._registry: Registry | None = None
+        self._pipeline: Pipeline | None = None
+        self._cache: dict[str, ToolDefinition] = {}
+
+    def bind(self, registry: Registry, pipeline: Pipeline) -> None:
+        """Attach the registry and pipeline built with ``definition`` as provider."""
+        self._registry = registry
+        self._pipeline = pipeline
+
+    @property
+    def registry(self) -> Registry:
+        """The runtime's registry (after ``bind``)."""
+        assert self._registry is not None, "CodeMode.bind() was not called"
+        return self._registry
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The runtime's pipeline (after ``bind``)."""
+        assert self._pipeline is not None, "CodeMode.bind() was not called"
+        return self._pipeline
+
+    def language(self) -> str:
+        """The code runtime's language (``typescript`` when there is none yet)."""
+        code_runtime = self.runtime.code_runtime
+        return "typescript" if code_runtime is None else str(code_runtime.language)
+
+    def definition(self) -> ToolDefinition:
+        """The ``run_code`` definition for the current language (cached per language)."""
+        language = self.language()
+        if language not in RUN_CODE_FLAVORS:
+            language = "typescript"  # schemas()/sections report the unknown language
+        cached = self._cache.get(language)
+        if cached is None:
+            cached = self._cache[language] = make_run_code_tool(self, language)
+        return cached
+
+    def require_code_runtime(self, mode: str) -> Any:
+        """The code runtime a code mode needs; raises when it is missing or unsupported."""
+        code_runtime = self.runtime.code_runtime
+        if code_runtime is None:
+            raise RuntimeError(
+                f'codemode: mode "{mode}" requires a code runtime — pass '
+                "ToolRuntime(code_runtime=...) (e.g. sandbox.PythonRuntime()) or set the tools "
+                'mode to "native"'
+            )
+        if code_runtime.language not in RUN_CODE_FLAVORS:
+            raise RuntimeError(
+                "codemode: no SDK renderer registered for runtime language "
+                f'"{code_runtime.language}" (known: {known_languages()})'
+            )
+        return code_runtime
+
+
+def make_run_code_tool(code_mode: CodeMode, language: str) -> ToolDefinition:
     """Build the ``run_code`` definition for one language flavour."""
     description, code_description = RUN_CODE_FLAVORS[language]
     parameters = {
@@ -124,17 +196,13 @@ def make_run_code_tool(runtime: ToolRuntime, language: str) -> ToolDefinition:
     }
 
     async def execute(args: Any, ctx: ToolRunContext) -> Any:
-        from ..schema import validate_args
-
         problems = validate_args(parameters, args)
         if problems:
-            from .._errors import ToolArgsError
-
             raise ToolArgsError(f"invalid arguments: {'; '.join(problems)}", problems)
         if not args["description"].strip(_JS_WHITESPACE):
             raise ValueError("invalid description: expected a non-empty string")
-        code_runtime = runtime._require_code_runtime(runtime._registry.mode_for(ctx.agent))
-        return await _run(runtime, code_runtime, args["code"], ctx)
+        code_runtime = code_mode.require_code_runtime(code_mode.registry.mode_for(ctx.agent))
+        return await _run(code_mode, code_runtime, args["code"], ctx)
 
     return ToolDefinition(
         name="run_code",
@@ -146,12 +214,10 @@ def make_run_code_tool(runtime: ToolRuntime, language: str) -> ToolDefinition:
     )
 
 
-async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: ToolRunContext) -> Any:
-    from ._driver import SubDispatchDriver
-
+async def _run(code_mode: CodeMode, code_runtime: Any, program: str, outer: ToolRunContext) -> Any:
     controller = AbortController()
     dispose_follow = outer.signal.add_listener(lambda s: controller.abort(s.reason))
-    view = runtime._registry.view(outer.agent)
+    view = code_mode.registry.view(outer.agent)
     names = [n for n in view if n != "run_code"]
     notes = _UnknownKeyNotes()
     # A runtime that raises (a seam or backend bug) becomes an ordinary error result; it
@@ -159,7 +225,9 @@ async def _run(runtime: ToolRuntime, code_runtime: Any, program: str, outer: Too
     failure: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
-            driver = SubDispatchDriver(runtime, outer, controller.signal, tg)
+            driver = SubDispatchDriver(
+                code_mode.runtime, code_mode.pipeline, code_mode.hooks, outer, controller.signal, tg
+            )
             tg.start_soon(driver.loop, name="run_code driver")
             functions = {
                 name: notes.watch(name, view[name].parameters, driver.binding(name))

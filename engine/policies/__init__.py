@@ -1,4 +1,11 @@
-"""Installable policies: cooperative timeouts and result spilling."""
+"""Installable policies: cooperative timeouts and result spilling.
+
+Each policy is an object with ``install(runtime) -> disposer`` that only registers
+listeners on a ``ToolRuntime``: ``_timeout`` (``TimeoutPolicy``, a ``tools/execute``
+wrapper deriving a deadline from a tool's ``timeout_ms``), ``_spill`` (``SpillPolicy``,
+bounding oversized text results), ``_spill_store`` (where spilled text is saved) and
+``_spill_preview`` (the head/tail preview that replaces it).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``SpillPolicy``: bound oversized text results by saving them to a spill store.
 
-Two arms (reference §2.9):
+Two arms:
 - a prepended ``tools/post-execute`` listener that, after the inner chain decided
   ``accept`` without a value replacement, replaces an all-text content larger than
   ``max_inline_bytes`` UTF-8 bytes of a *top-level* call (any tool but ``read``) with a
@@ -53,7 +53,7 @@ class SpillPolicy:
             or not isinstance(max_inline_bytes, int)
             or max_inline_bytes < 0
         ):
-            raise ValueError("spill maxInlineBytes must be a non-negative integer")
+            raise ValueError("SpillPolicy(max_inline_bytes=...) must be a non-negative integer")
         self.store = store
         self.max_inline_bytes = max_inline_bytes
 
@@ -123,7 +123,7 @@ class SpillPolicy:
             return content if bounded is None else bounded
 
         off_post = runtime.on("tools/post-execute", post, prepend=True)
-        # Both arms are prepended (as in the reference): they bound whatever the other
+        # Both arms are prepended: they bound whatever the other
         # listeners of their waterfall settled on.
         off_log = runtime.on("tools/code-dispatch-log", dispatch_log, prepend=True)
 

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._errors import ToolTimeoutError
-from .._pipeline import error_result
+from .._results import error_result
 from .._signals import AbortController, AbortSignal
 from .._types import ToolExecutionResult
+from ..json import js_number
 
 if TYPE_CHECKING:
     from .._execution import ToolDispatchExecution
@@ -20,7 +21,7 @@ __all__ = ["TimeoutPolicy"]
 
 
 class TimeoutPolicy:
-    """Cooperative per-tool deadlines (reference §2.8).
+    """Cooperative per-tool deadlines.
 
     For a tool that declares ``timeout_ms`` the wrapper derives a deadline signal from
     ``exec.signal``, swaps it onto ``exec`` for ``next()`` and restores the caller's signal
@@ -36,9 +37,8 @@ class TimeoutPolicy:
         async def wrap(
             exec_: ToolDispatchExecution, next_: Callable[[], Any]
         ) -> ToolExecutionResult:
-            tool = runtime._registry.resolve_execution(
-                exec_.name, exec_.agent, exec_.parent is not None
-            )
+            # The definition the pipeline resolved for this call when it prepared it.
+            tool = exec_._tool
             timeout_ms = tool.timeout_ms if tool is not None else None
             if timeout_ms is None:
                 return await next_()  # type: ignore[no-any-return]
@@ -79,6 +79,4 @@ class TimeoutPolicy:
 
 
 def _message(timeout_ms: float) -> str:
-    from ..json import js_number
-
     return f"tool call timed out after {js_number(timeout_ms)}ms"

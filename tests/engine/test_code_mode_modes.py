@@ -200,7 +200,10 @@ def test_native_scope_under_a_code_deployment_needs_no_runtime() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10", None])
 def test_max_parallel_sub_calls_must_be_a_positive_integer(bad: Any) -> None:
-    with pytest.raises(ValueError, match=r"^maxParallelSubCalls must be a positive integer$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^ToolRuntime\(max_parallel_sub_calls=\.\.\.\) must be a positive integer$",
+    ):
         ToolRuntime(max_parallel_sub_calls=bad)
 
 

@@ -455,3 +455,26 @@ async def test_render_receives_frozen_arguments_and_value() -> None:
     result = await rt.execute(call("t"))
     assert result.content == [text("tuple of blocks is fine")]
     assert seen == [({"value": "hi"}, {"k": [1]})]
+
+
+@pytest.mark.anyio
+async def test_value_replacement_is_validated_against_the_definition_that_ran() -> None:
+    # The call carries the definition it resolved: a body that unregisters its own tool
+    # still gets a post-execute value replacement validated and rendered by that tool.
+    rt = ToolRuntime()
+    holder: dict[str, Any] = {}
+
+    async def body(_args: Any, _exec: Any) -> Any:
+        holder["dispose"]()
+        return "first"
+
+    holder["dispose"] = rt.register(_meta_echo(body=body))
+    rt.on("tools/post-execute", _deciding(Accept(value="second")))
+    result = await rt.execute(call())
+    assert isinstance(result, ToolExecutionSuccess)
+    assert (result.value, list(result.content), result.meta) == (
+        "second",
+        [text("<second>")],
+        {"chars": 6},
+    )
+    assert rt.get("echo") is None

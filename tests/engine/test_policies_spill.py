@@ -255,7 +255,7 @@ async def test_install_returns_a_disposer_and_none_means_off(tmp_path: Path) -> 
 def test_max_inline_bytes_must_be_a_non_negative_integer(bad: Any) -> None:
     with pytest.raises(ValueError) as excinfo:
         SpillPolicy(None, max_inline_bytes=bad)
-    assert str(excinfo.value) == "spill maxInlineBytes must be a non-negative integer"
+    assert str(excinfo.value) == "SpillPolicy(max_inline_bytes=...) must be a non-negative integer"
     SpillPolicy(None, max_inline_bytes=0)
 
 

@@ -22,11 +22,11 @@ RESERVED = (
     "registered or shadowed"
 )
 EMPTY_FILTER = (
-    "tools.restrict({}) is a no-op: pass `allow` and/or `deny` (an empty filter is almost "
+    "Scope.restrict() is a no-op: pass `allow` and/or `deny` (an empty filter is almost "
     "always a materialized-empty-config bug)"
 )
 RESTRICT_RUN_CODE = (
-    'tools.restrict() cannot name reserved Code Mode presentation transport "run_code"; '
+    'Scope.restrict() cannot name reserved Code Mode presentation transport "run_code"; '
     "restrict end-capability tools instead"
 )
 
@@ -85,7 +85,7 @@ def test_timeout_ms_must_be_positive_and_finite(timeout: Any) -> None:
     rt = ToolRuntime()
     with pytest.raises(TypeError) as excinfo:
         rt.register(raw_tool(timeout_ms=timeout))
-    assert _message(excinfo) == 'tool "raw" timeoutMs must be a positive finite number'
+    assert _message(excinfo) == 'tool "raw" timeout_ms must be a positive finite number'
     with pytest.raises(TypeError):
         rt.register(echo_tool(timeout_ms=timeout))
 
@@ -115,7 +115,7 @@ def test_duplicate_messages_differ_for_global_and_scoped_layers() -> None:
         rt.register(echo_tool())
     assert _message(excinfo) == (
         'tool "echo" is already registered (for a per-agent variant, register through that '
-        "agent's `agent.ctx` instead)"
+        "agent's `Scope.register` instead)"
     )
     agent = rt.scope("agent")
     agent.register(echo_tool())  # shadowing a global is fine
@@ -226,7 +226,7 @@ def test_restrict_error_messages() -> None:
     with pytest.raises(ValueError) as excinfo:
         agent.restrict(deny=["a"])
     assert _message(excinfo) == (
-        'tools.restrict() names unknown global tool "a"; known global tools: (none)'
+        'Scope.restrict() names unknown global tool "a"; known global tools: (none)'
     )
     rt.register(echo_tool("zeta"))
     rt.register(echo_tool("alpha"))
@@ -234,7 +234,7 @@ def test_restrict_error_messages() -> None:
     with pytest.raises(ValueError) as excinfo:
         agent.restrict(allow=["alpha", "own"], deny=["b"])
     assert _message(excinfo) == (
-        'tools.restrict() names unknown global tools "own", "b"; known global tools: alpha, zeta'
+        'Scope.restrict() names unknown global tools "own", "b"; known global tools: alpha, zeta'
     )
 
 

@@ -36,7 +36,9 @@ def _names(rt: ToolRuntime, scope: Any = None) -> list[str]:
 def test_max_parallel_sub_calls_must_be_a_positive_integer(bad: Any) -> None:
     with pytest.raises(ValueError) as excinfo:
         ToolRuntime(max_parallel_sub_calls=bad)
-    assert str(excinfo.value) == "maxParallelSubCalls must be a positive integer"
+    assert (
+        str(excinfo.value) == "ToolRuntime(max_parallel_sub_calls=...) must be a positive integer"
+    )
 
 
 def test_mode_must_be_known() -> None:

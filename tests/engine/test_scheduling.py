@@ -208,7 +208,9 @@ async def test_without_an_agent_no_events_are_written() -> None:
 def test_max_parallel_is_validated() -> None:
     rt = ToolRuntime()
     for bad in (0, -1, True, 2.0):
-        with pytest.raises(ValueError, match="maxParallelToolCalls must be a positive integer"):
+        with pytest.raises(
+            ValueError, match=r"^run_tool_calls\(max_parallel=\.\.\.\) must be a positive integer$"
+        ):
             anyio.run(lambda b=bad: _run(rt, [], max_parallel=b))  # type: ignore[misc]
 
 
