@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import anyio
 import msgspec
 from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult, reason_text
-from codemode.engine.code_mode._seam import validate_bindings
+from codemode.engine.code_mode import validate_bindings
 
 from ._limits import Limits
 from .host._pool import PoolStats, WorkerPool

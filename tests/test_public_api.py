@@ -15,6 +15,7 @@ PACKAGES = [
     "codemode.engine.scheduling",
     "codemode.engine.testing",
     "codemode.engine.json",
+    "codemode.engine.code_mode",
     "codemode.cli",
     "codemode.sdk_gen",
     "codemode.sandbox",
