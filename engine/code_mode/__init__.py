@@ -28,18 +28,18 @@ from ._tool import make_run_code_tool as make_run_code_tool
 from ._tool import render_run_code_value as render_run_code_value
 
 __all__ = [
-    "CODE_ONLY_INSTRUCTION",
-    "ERROR_KINDS",
-    "RUN_CODE_FLAVORS",
     "Binding",
+    "CODE_ONLY_INSTRUCTION",
     "CodeDispatchLog",
     "CodeMode",
     "CodeRunError",
     "CodeRunRequest",
     "CodeRunResult",
     "CodeRuntime",
+    "ERROR_KINDS",
     "ErrorClass",
     "ErrorKind",
+    "RUN_CODE_FLAVORS",
     "SubDispatchDriver",
     "make_run_code_tool",
     "render_run_code_value",
