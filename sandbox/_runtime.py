@@ -1,6 +1,6 @@
 """``PythonRuntime``: the ``CodeRuntime`` that runs programs in sandboxed worker processes.
 
-``ProcessRuntime`` holds everything that is not Python-specific (the pool, sessions,
+``ProcessRuntime`` holds everything that is not Python-specific (the pool, its runs,
 disposal); a guest language subclasses it with its ``language``, guest name and the
 modules the fork server preloads, and may override ``_execute`` (preprocess the program
 in the host) and ``_warm_options`` (what each new worker prepares ahead of a run).
