@@ -129,7 +129,12 @@ class _Step:
             event["error"] = result.error.info.to_json()
         if result.meta is not None:
             event["meta"] = result.meta
-        tool = self.rt.get(c.call.name, c.input.agent)
+        # The definition the call resolved at prepare, not a new lookup.
+        tool = (
+            c.settled.exec._tool
+            if c.settled is not None
+            else self.rt.get(c.call.name, c.input.agent)
+        )
         event.update(result_card_fields(tool, c.input.arguments, result))
         await self.append(event)
 

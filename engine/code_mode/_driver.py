@@ -472,7 +472,10 @@ class SubDispatchDriver:
                         "isError": final.is_error,
                         "content": content,
                         **result_card_fields(
-                            self._rt.get(entry.name, self._outer.agent),
+                            # The definition the call resolved at prepare, not a new lookup.
+                            entry.settled.exec._tool
+                            if entry.settled is not None
+                            else self._rt.get(entry.name, self._outer.agent),
                             entry.log_arguments,
                             final,
                             content,
