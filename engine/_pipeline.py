@@ -38,7 +38,6 @@ outside. Post-execute order therefore matches pre-execute order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -54,7 +53,7 @@ from ._results import (
     materialize,
     success_result,
 )
-from ._signals import AbortController, AbortSignal
+from ._signals import AbortSignal
 from ._types import (
     Accept,
     Allow,
@@ -99,33 +98,6 @@ class Settled(msgspec.Struct, frozen=True):
 
 Gate = Dispatch | Settled
 """What ``prepare`` decided: run the body, or a result already settled."""
-
-
-def _fuse(caller: AbortSignal, wrapper: AbortSignal) -> tuple[AbortSignal, Callable[[], None]]:
-    # Not ``AbortSignal.any``: that one keeps its listeners on the sources until one
-    # aborts, and a turn's caller signal outlives thousands of calls. The disposer
-    # returned here unhooks both sources once the body has settled.
-    if caller is wrapper:
-        return caller, lambda: None
-    if wrapper.aborted or caller.aborted:
-        return AbortSignal.aborted_with(wrapper.reason if wrapper.aborted else caller.reason), (
-            lambda: None
-        )
-    controller = AbortController()
-    disposers: list[Callable[[], None]] = []
-
-    def forward(source: AbortSignal) -> None:
-        controller.abort(source.reason)
-        dispose()
-
-    def dispose() -> None:
-        for d in disposers:
-            d()
-        disposers.clear()
-
-    disposers.append(caller.add_listener(forward))
-    disposers.append(wrapper.add_listener(forward))
-    return controller.signal, dispose
 
 
 _ALLOW = Allow()
@@ -305,7 +277,8 @@ class Pipeline:
 
     async def _dispatch_body(self, exec_: ToolRunContext) -> ToolExecutionResult:
         wrapper_signal = exec_.signal
-        signal, dispose = _fuse(exec_._caller_signal, wrapper_signal)
+        # Wrapper first: when both have aborted, the wrapper's reason (a timeout, say) wins.
+        signal, dispose = AbortSignal.linked([wrapper_signal, exec_._caller_signal])
         if signal.aborted:
             dispose()
             return aborted_before_dispatch_result()

@@ -21,6 +21,10 @@ _log = logging.getLogger("engine.signals")
 _NO_REASON = "This operation was aborted"
 
 
+def _no_op() -> None:
+    return None
+
+
 class AbortSignal:
     """A read-only view of an abort state. Create one with ``AbortController().signal``."""
 
@@ -88,23 +92,43 @@ class AbortSignal:
 
     @staticmethod
     def any(signals: Iterable[AbortSignal]) -> AbortSignal:
-        """A signal that aborts as soon as any of ``signals`` does, with that one's reason."""
+        """A signal that aborts as soon as any of ``signals`` does, with that one's reason.
+
+        Its listeners stay on the sources until one of them aborts; for a signal that
+        lives shorter than its sources (one call under a turn's signal), use ``linked``.
+        """
+        return AbortSignal.linked(signals)[0]
+
+    @staticmethod
+    def linked(signals: Iterable[AbortSignal]) -> tuple[AbortSignal, Callable[[], None]]:
+        """``any(signals)`` plus a disposer that unhooks it from every source.
+
+        A long-lived source (a turn's signal under thousands of calls) would otherwise
+        keep one listener per derived signal until it aborts; call the disposer once the
+        derived signal is no longer needed. One signal is returned as it is.
+        """
+        sources = list(dict.fromkeys(signals))  # the same signal twice needs one hook
+        if len(sources) == 1:
+            return sources[0], _no_op
         controller = AbortController()
-        sources = list(signals)
         for source in sources:
             if source.aborted:
                 controller.abort(source.reason)
-                return controller.signal
+                return controller.signal, _no_op
         disposers: list[Callable[[], None]] = []
 
+        def dispose() -> None:
+            for d in disposers:
+                d()
+            disposers.clear()
+
         def forward(source: AbortSignal) -> None:
-            for dispose in disposers:
-                dispose()
+            dispose()
             controller.abort(source.reason)
 
         for source in sources:
             disposers.append(source.add_listener(forward))
-        return controller.signal
+        return controller.signal, dispose
 
     @staticmethod
     def aborted_with(reason: Any = None) -> AbortSignal:

@@ -53,7 +53,9 @@ class TimeoutPolicy:
                     fired = True
                     deadline.abort(ToolTimeoutError(_message(timeout_ms)))
 
-            exec_.signal = AbortSignal.any([caller, deadline.signal])
+            # ``linked``, not ``any``: the caller's signal may outlive thousands of calls,
+            # and each would leave a listener on it until it aborts.
+            exec_.signal, unlink = AbortSignal.linked([caller, deadline.signal])
             failure: Exception | None = None
             try:
                 async with anyio.create_task_group() as tg:
@@ -68,6 +70,7 @@ class TimeoutPolicy:
                     finally:
                         tg.cancel_scope.cancel()
             finally:
+                unlink()
                 exec_.signal = caller
             if failure is not None:
                 raise failure

@@ -215,3 +215,23 @@ async def test_an_inner_wrapper_failure_keeps_its_own_message() -> None:
     rt.on("tools/execute", broken)  # registered after the policy: inside its deadline
     result = await rt.execute(call())
     assert error_text(result) == ("inner wrapper bug", None, None, "Error: inner wrapper bug")
+
+
+@pytest.mark.anyio
+async def test_calls_under_one_long_lived_signal_leave_no_listener_on_it() -> None:
+    # A turn's signal outlives every call made under it; the timeout's derived signal and
+    # the pipeline's wrapper signal must unhook from it when the call ends, or a long
+    # session grows one listener per call.
+    async def fast(_args: Any, exec_: Any) -> Any:
+        await anyio.lowlevel.checkpoint()
+        return "quick"
+
+    rt, _ = _runtime(fast, timeout_ms=1000)
+    turn = AbortController()
+    for i in range(200):
+        result = await rt.execute(call(call_id=f"c{i}", signal=turn.signal))
+        assert result.value == "quick"  # type: ignore[union-attr]
+    assert turn.signal._listeners == []
+    turn.abort()  # and the signal still works afterwards
+    aborted = await rt.execute(call(call_id="late", signal=turn.signal))
+    assert aborted.is_error
