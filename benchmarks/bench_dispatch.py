@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import anyio
+
 from codemode.engine import (
     AbortController,
     MemorySessionLog,

@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 import anyio
+
 from codemode.engine import (
     AbortController,
     Binding,

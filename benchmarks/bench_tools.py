@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
 from codemode.engine import AbortController, ToolExecutionInput, ToolRuntime
 from codemode.tools import default_tools
 from codemode.tools.search._rg import rg_executable

@@ -22,11 +22,12 @@ import anyio
 import anyio.abc
 import msgspec
 import typer
+from rich.console import Console
+from rich.markup import escape
+
 from codemode.engine import AbortController, ToolExecutionInput
 from codemode.engine.json import thaw
 from codemode.sandbox import Limits
-from rich.console import Console
-from rich.markup import escape
 
 from ._catalog import catalog_entries, render_table
 from ._compose import (

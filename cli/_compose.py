@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
 from codemode.engine import MemorySessionLog, Scope, SessionLog, SqliteSessionLog, ToolRuntime
 from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 from codemode.sandbox import Limits

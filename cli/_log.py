@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from codemode.engine import SqliteSessionLog
-from codemode.engine.json import thaw
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
+
+from codemode.engine import SqliteSessionLog
+from codemode.engine.json import thaw
 
 __all__ = ["collect_calls", "log_command"]
 

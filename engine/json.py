@@ -20,6 +20,7 @@ import sys
 from typing import Any, NoReturn
 
 import msgspec
+
 from codemode.sdk_gen import js_number
 
 __all__ = [

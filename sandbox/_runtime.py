@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import anyio
 import msgspec
+
 from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult, reason_text
 from codemode.engine.code_mode import validate_bindings
 

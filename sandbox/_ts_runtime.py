@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import msgspec
+
 from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
 
 from ._limits import Limits

@@ -81,12 +81,11 @@ def test_the_facade_loads_lazily_and_re_exports_the_subpackages_objects() -> Non
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
 
+    import codemode
     import codemode.engine
     import codemode.engine.policies
     import codemode.sandbox
     import codemode.tools
-
-    import codemode
 
     homes = [codemode.engine, codemode.engine.policies, codemode.sandbox, codemode.tools]
     for name in codemode.__all__:

@@ -34,6 +34,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import msgspec
+
 from codemode.engine.json import LosslessJsonError, snapshot
 
 from ..worker._frames import (

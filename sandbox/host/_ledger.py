@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
 from codemode.engine.json import js_number
 
 from ..worker._frames import dumps_deep, sanitize_text

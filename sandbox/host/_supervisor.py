@@ -49,6 +49,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
+
 from codemode.engine import (
     AbortSignal,
     BindingCallError,

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from pipeline_support import Body, call
+
 from codemode.engine import (
     AbortSignal,
     CodeRunRequest,
@@ -22,7 +24,6 @@ from codemode.engine import (
     text,
 )
 from codemode.engine.testing import InProcessRuntime
-from pipeline_support import Body, call
 
 __all__ = [
     "GatedSession",

@@ -10,6 +10,7 @@ import anyio
 import msgspec
 import pytest
 from code_mode_support import ScriptedRuntime, code_rt, echo_tool, error_text, run_code
+
 from codemode.engine import (
     AbortController,
     Accept,

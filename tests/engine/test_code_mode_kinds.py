@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import codemode.engine as engine
 import pytest
 from code_mode_support import ScriptedRuntime, code_rt, run_code
+
+import codemode.engine as engine
 from codemode.engine import (
     ERROR_KINDS,
     CodeRunError,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from code_mode_support import ScriptedRuntime, echo_tool, error_text
+
 from codemode.engine import (
     AbortController,
     Allow,

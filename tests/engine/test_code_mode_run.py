@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from code_mode_support import ScriptedRuntime, code_rt, echo_tool, error_text, run_code
+
 from codemode.engine import (
     AbortController,
     CodeRunError,

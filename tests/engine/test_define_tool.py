@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pipeline_support import call, error_text, raw_tool
+
 from codemode.engine import (
     JsonSchemaError,
     ToolDefinition,
@@ -13,7 +15,6 @@ from codemode.engine import (
     define_tool,
     text,
 )
-from pipeline_support import call, error_text, raw_tool
 
 STRING_OUT = ToolOutput(schema={"type": "string"}, render=lambda _a, v: [text(v)])
 

@@ -18,6 +18,7 @@ from code_mode_support import (
     run_code,
     sleep_tool,
 )
+
 from codemode.engine import (
     AbortController,
     CodeRunRequest,

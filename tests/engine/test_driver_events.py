@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from code_mode_support import code_rt, echo_tool, run_code, sleep_tool
+
 from codemode.engine import CodeDispatchLog, Deny, MemorySessionLog, SqliteSessionLog, text
 from codemode.engine.policies import LocalSpillStore, SpillPolicy
 from codemode.engine.testing import ToolCallError

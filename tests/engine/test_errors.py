@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import codemode.engine as engine
 import pytest
+from pipeline_support import call, error_text, raw_tool
+
+import codemode.engine as engine
 from codemode.engine import (
     AbortError,
     BindingCallError,
@@ -18,7 +20,6 @@ from codemode.engine import (
     ToolRuntime,
     ToolTimeoutError,
 )
-from pipeline_support import call, error_text, raw_tool
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from codemode.engine import Allow, Deny, ToolExecutionSuccess, ToolRuntime, text
 from pipeline_support import call, echo_tool, error_text
+
+from codemode.engine import Allow, Deny, ToolExecutionSuccess, ToolRuntime, text
 
 WATERFALLS = ["tools/pre-execute", "tools/execute", "tools/post-execute", "tools/code-dispatch-log"]
 

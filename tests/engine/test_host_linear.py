@@ -14,11 +14,12 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from codemode.engine.json import LosslessJsonError, snapshot
-from codemode.engine.schema._validate import validate_args, validate_json_schema_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import json_scalars
+
+from codemode.engine.json import LosslessJsonError, snapshot
+from codemode.engine.schema._validate import validate_args, validate_json_schema_value
 
 SLOW = settings(
     max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pipeline_support import live_signal
+
 from codemode.engine import (
     MemorySessionLog,
     ToolExecutionInput,
@@ -27,7 +29,6 @@ from codemode.engine import (
 from codemode.engine._session import SqliteSessionLog
 from codemode.engine.json import snapshot
 from codemode.engine.testing import InProcessRuntime
-from pipeline_support import live_signal
 
 pytestmark = pytest.mark.anyio
 

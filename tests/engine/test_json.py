@@ -10,6 +10,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
+
 from codemode.engine.json import (
     FrozenDict,
     FrozenList,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from codemode.engine import JsonSchemaError
 from codemode.engine.schema import assert_supported_json_schema, validate_json_schema_value
 

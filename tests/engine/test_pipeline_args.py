@@ -6,8 +6,9 @@ import math
 from typing import Any
 
 import pytest
-from codemode.engine import AbortController, ToolExecutionFailure, ToolExecutionSuccess, ToolRuntime
 from pipeline_support import call, echo_tool, error_text, raw_tool, recorder
+
+from codemode.engine import AbortController, ToolExecutionFailure, ToolExecutionSuccess, ToolRuntime
 
 LOSSY_MESSAGE = "tool execution arguments must be losslessly JSON-serializable"
 

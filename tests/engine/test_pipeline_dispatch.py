@@ -6,6 +6,8 @@ from typing import Any
 
 import anyio
 import pytest
+from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, raw_tool, recorder
+
 from codemode.engine import (
     AbortController,
     AbortSignal,
@@ -18,7 +20,6 @@ from codemode.engine import (
     ToolRuntime,
     text,
 )
-from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, raw_tool, recorder
 
 # --- signal replacement and fusion -----------------------------------------------------
 

@@ -7,6 +7,8 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, recorder
+
 from codemode.engine import (
     AbortController,
     Accept,
@@ -20,7 +22,6 @@ from codemode.engine import (
     ToolRuntime,
     text,
 )
-from pipeline_support import call, echo_tool, error_text, recorder
 
 LOSSY_RESULT = "tool result must be losslessly JSON-serializable"
 

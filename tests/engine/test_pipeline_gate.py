@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pipeline_support import BEFORE, call, echo_tool, error_text, recorder
+
 from codemode.engine import (
     AbortController,
     Allow,
@@ -14,7 +16,6 @@ from codemode.engine import (
     ToolExecutionSuccess,
     ToolRuntime,
 )
-from pipeline_support import BEFORE, call, echo_tool, error_text, recorder
 
 
 class Approval:

@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, recorder
+
 from codemode.engine import (
     AbortController,
     Accept,
@@ -16,7 +18,6 @@ from codemode.engine import (
     ToolRuntime,
     text,
 )
-from pipeline_support import ABORTED, BEFORE, call, ctx, echo_tool, error_text, recorder
 
 
 def _labels(result: Any) -> list[str]:

@@ -6,6 +6,11 @@ import json
 from typing import Any
 
 import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pipeline_support import call, echo_tool
+from strategies import json_values, lossy_values
+
 from codemode.engine import (
     AbortController,
     AbortSignal,
@@ -21,10 +26,6 @@ from codemode.engine import (
     text,
 )
 from codemode.engine.scheduling import ModelToolCall, run_tool_calls
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pipeline_support import call, echo_tool
-from strategies import json_values, lossy_values
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
+from pipeline_support import call, echo_tool, error_text
+
 from codemode.engine import (
     Accept,
     Block,
@@ -20,7 +22,6 @@ from codemode.engine import (
     text,
 )
 from codemode.engine.policies import LocalSpillStore, SpillPolicy
-from pipeline_support import call, echo_tool, error_text
 
 HINT = "Use read with offset/limit, or grep this path to search within it."
 BODY = "".join(f"{i:04d}" for i in range(500))  # 2,000 ASCII bytes, position-revealing

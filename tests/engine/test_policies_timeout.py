@@ -7,9 +7,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from pipeline_support import ABORTED, call, echo_tool, error_text, raw_tool
+
 from codemode.engine import AbortController, ToolRuntime, ToolTimeoutError
 from codemode.engine.policies import TimeoutPolicy
-from pipeline_support import ABORTED, call, echo_tool, error_text, raw_tool
 
 
 def timed_out(ms: str) -> tuple[str, str, str, str]:

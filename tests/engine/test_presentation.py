@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+
 from codemode.engine._presentation import (
     CALL_KINDS,
     present_call_card,

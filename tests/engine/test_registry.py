@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, raw_tool
+
 from codemode.engine import (
     JsonSchemaError,
     ToolDefinition,
@@ -15,7 +17,6 @@ from codemode.engine import (
     define_tool,
     text,
 )
-from pipeline_support import call, echo_tool, error_text, raw_tool
 
 RESERVED = (
     'tool name "run_code" is reserved for the Code Mode presentation transport and cannot be '

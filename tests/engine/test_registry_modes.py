@@ -6,9 +6,10 @@ import math
 from typing import Any
 
 import pytest
+from pipeline_support import call, echo_tool, error_text, recorder
+
 from codemode.engine import AbortController, ToolRuntime
 from codemode.engine.testing import InProcessRuntime
-from pipeline_support import call, echo_tool, error_text, recorder
 
 
 def route(name: str) -> str:

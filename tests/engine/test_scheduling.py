@@ -7,9 +7,10 @@ from typing import Any
 
 import anyio
 import pytest
+from pipeline_support import BEFORE, echo_tool, error_text
+
 from codemode.engine import AbortController, MemorySessionLog, ToolOutput, ToolRuntime, text
 from codemode.engine.scheduling import ModelToolCall, parse_arguments, run_tool_calls
-from pipeline_support import BEFORE, echo_tool, error_text
 
 
 class Probe:

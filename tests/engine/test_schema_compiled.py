@@ -19,6 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import json_scalars, json_values, lossy_values, supported_schemas, values_for
+
 from codemode.engine import ToolOutput, define_tool, text
 from codemode.engine.json import FrozenDict, _is_sealed, snapshot
 from codemode.engine.schema import (
@@ -39,9 +43,6 @@ from codemode.engine.schema._compile import (
     validator_for,
 )
 from codemode.engine.schema._validate import _run
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from strategies import json_scalars, json_values, lossy_values, supported_schemas, values_for
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import pytest
+
 from codemode.engine import JsonSchemaError
 from codemode.engine.json import FrozenDict, dumps_compact
 from codemode.engine.schema import (

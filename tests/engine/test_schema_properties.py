@@ -6,14 +6,6 @@ import copy
 import json
 from typing import Any
 
-from codemode.engine.json import dumps_compact, is_lossless, snapshot, thaw
-from codemode.engine.schema import (
-    assert_supported_json_schema,
-    parameter_schema_spec_to_json_schema,
-    validate_args,
-    validate_json_schema_value,
-    value_schema_spec_to_json_schema,
-)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import (
@@ -23,6 +15,15 @@ from strategies import (
     parameter_specs,
     supported_schemas,
     values_for,
+)
+
+from codemode.engine.json import dumps_compact, is_lossless, snapshot, thaw
+from codemode.engine.schema import (
+    assert_supported_json_schema,
+    parameter_schema_spec_to_json_schema,
+    validate_args,
+    validate_json_schema_value,
+    value_schema_spec_to_json_schema,
 )
 
 

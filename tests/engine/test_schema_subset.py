@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from codemode.engine import JsonSchemaError
 from codemode.engine.json import FrozenDict, dumps_compact
 from codemode.engine.schema import assert_object_json_schema, assert_supported_json_schema

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
+
 from codemode.engine.json import snapshot
 from codemode.engine.schema import (
     parameter_schema_spec_to_json_schema,

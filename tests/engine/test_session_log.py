@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+
 from codemode.engine._session import MemorySessionLog, SessionLog, SqliteSessionLog
 
 LogFactory = Callable[..., MemorySessionLog | SqliteSessionLog]

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.engine import AbortController, AbortError, AbortSignal
 
 

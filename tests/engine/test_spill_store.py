@@ -8,6 +8,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from codemode.engine.policies._spill_preview import (
     build_spill_preview,
     spill_notice,
@@ -22,8 +25,6 @@ from codemode.engine.policies._spill_store import (
     SpillStore,
     safe_file_name,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 HINT = "Use read with offset/limit, or grep this path to search within it."
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.engine import (
     AbortController,
     Binding,

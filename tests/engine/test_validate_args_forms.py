@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from codemode.engine.schema import parameter_schema_spec_to_json_schema, validate_args
 
 SPEC: dict[str, Any] = {

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import Run, make_runner
+
+from codemode.sandbox import Limits, PythonRuntime
 
 
 @pytest.fixture(scope="module")

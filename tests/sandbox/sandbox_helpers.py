@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
+
 from codemode.engine import (
     AbortController,
     AbortSignal,

@@ -16,10 +16,11 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import bindings, err, ok
+
 from codemode.engine import AbortController, CodeRunRequest, CodeRunResult
 from codemode.sandbox import Limits, PythonRuntime
 from codemode.sandbox.worker._seccomp import build_filter, packed_filter
-from sandbox_helpers import bindings, err, ok
 
 pytestmark = pytest.mark.anyio
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sandbox_helpers import add_tool
+
 from codemode.engine import (
     AbortController,
     CodeRuntime,
@@ -13,7 +15,6 @@ from codemode.engine import (
     ToolRuntime,
 )
 from codemode.sandbox import PythonRuntime
-from sandbox_helpers import add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import Run, err, ok
+
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime
 from codemode.sandbox.python import _audit, _builtins, _modules
-from sandbox_helpers import Run, err, ok
 
 pytestmark = pytest.mark.anyio
 

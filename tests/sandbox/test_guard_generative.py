@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from codemode.sandbox.python import _builtins, _modules, _stdlib
 from codemode.sandbox.python._asyncio import make_asyncio
 from codemode.sandbox.python._guest import compile_program
 from codemode.sandbox.python._objects import _Namespace
 from codemode.sandbox.python._policy import MAIN
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 _STEPS = 6
 _PYTHON_DIR = Path(_builtins.__file__).resolve().parent

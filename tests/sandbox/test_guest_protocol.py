@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
+
 from codemode.sandbox import PythonRuntime, TypeScriptRuntime
 from codemode.sandbox.worker._guest import Guest, load_guest
 

@@ -8,9 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import codemode.sandbox.worker._frames as frames
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import json_values
+
+import codemode.sandbox.worker._frames as frames
 from codemode.sandbox.worker._frames import (
     CallFrame,
     DoneFrame,
@@ -27,9 +31,6 @@ from codemode.sandbox.worker._frames import (
     loads_sliced,
     nesting_exceeds,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from strategies import json_values
 
 HOST = msgspec.json.Decoder(HostInbound)
 

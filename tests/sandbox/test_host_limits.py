@@ -17,10 +17,11 @@ from typing import Any
 
 import msgspec
 import pytest
+from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
+
 from codemode.engine import AbortController, MemorySessionLog, ToolExecutionInput, ToolRuntime
 from codemode.engine.json import FrozenDict
 from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
-from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
 
 _INLINE_BYTES = 64 * 1024  # sandbox._bridge: payloads above it are decoded off the loop
 

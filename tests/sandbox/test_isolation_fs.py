@@ -26,10 +26,11 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import bindings, ok
+
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime
 from codemode.sandbox.worker import _boundary, _landlock
-from sandbox_helpers import bindings, ok
 
 pytestmark = pytest.mark.anyio
 

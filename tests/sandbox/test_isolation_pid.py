@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from sandbox_helpers import bindings, make_runner, ok
+
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime
-from sandbox_helpers import bindings, make_runner, ok
 
 pytestmark = [
     pytest.mark.anyio,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+
 from codemode.sandbox.typescript._guest import (
     GuestDone,
     GuestFailed,

@@ -6,9 +6,10 @@ import json
 import time
 
 import pytest
+from test_js_guest import TOOLS, drive, state_of
+
 from codemode.sandbox.typescript._catch import guard_catches
 from codemode.sandbox.typescript._guest import GuestDone, GuestRunning, JsBinding, JsGuest, JsLimits
-from test_js_guest import TOOLS, drive, state_of
 
 FAST = JsLimits(max_compute_ms=300)
 SMALL = JsLimits(max_compute_ms=5_000, max_heap_bytes=32 * 2**20)

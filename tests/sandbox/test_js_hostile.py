@@ -14,8 +14,9 @@ from typing import Any
 
 import anyio
 import pytest
-from codemode.sandbox import Limits, TypeScriptRuntime
 from sandbox_helpers import DEFAULT_TOOLS, Run, err, make_runner, ok
+
+from codemode.sandbox import Limits, TypeScriptRuntime
 
 pytestmark = pytest.mark.anyio
 

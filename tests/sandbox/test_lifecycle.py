@@ -8,8 +8,9 @@ import threading
 
 import anyio
 import pytest
-from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import err, make_runner, ok
+
+from codemode.sandbox import Limits, PythonRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from sandbox_helpers import Run, bindings, err, make_runner, ok
+
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime
-from sandbox_helpers import Run, bindings, err, make_runner, ok
 
 pytestmark = pytest.mark.anyio
 

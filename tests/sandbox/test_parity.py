@@ -16,6 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import Run, add_tool, err, make_runner, ok
+
 from codemode.engine import (
     AbortController,
     CodeRuntime,
@@ -28,7 +30,6 @@ from codemode.engine import (
     text,
 )
 from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
-from sandbox_helpers import Run, add_tool, err, make_runner, ok
 
 pytestmark = pytest.mark.anyio
 

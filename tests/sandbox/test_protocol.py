@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from codemode.sandbox.host._ledger import OutputLedger, json_value_length
 from codemode.sandbox.worker._frames import (
     CallFrame,
@@ -16,8 +19,6 @@ from codemode.sandbox.worker._frames import (
     truncate_to_json_length,
 )
 from codemode.sandbox.worker._seccomp import build_filter
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_frames_use_camel_case_keys_and_a_type_tag() -> None:

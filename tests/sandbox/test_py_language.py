@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-from codemode.sandbox.python._objects import match_guard
 from sandbox_helpers import Run, err, ok
+
+from codemode.sandbox.python._objects import match_guard
 
 pytestmark = pytest.mark.anyio
 

@@ -6,8 +6,9 @@ import time
 
 import anyio
 import pytest
-from codemode.sandbox import Limits, PythonRuntime
 from sandbox_helpers import Run, err, make_runner, ok
+
+from codemode.sandbox import Limits, PythonRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import anyio
 import pytest
+from sandbox_helpers import Run, err, ok
+
 from codemode.engine import AbortController, Binding, CodeRunRequest, ErrorClass
 from codemode.sandbox import PythonRuntime
-from sandbox_helpers import Run, err, ok
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from sandbox_helpers import Run, bindings, err, make_runner, ok
+
 from codemode.engine import AbortController, Binding, BindingCallError, CodeRunRequest, ErrorClass
 from codemode.sandbox import Limits, TypeScriptRuntime
-from sandbox_helpers import Run, bindings, err, make_runner, ok
 
 pytestmark = pytest.mark.anyio
 

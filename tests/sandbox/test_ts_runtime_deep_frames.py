@@ -9,6 +9,9 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from strategies import json_values
+
 from codemode.sandbox.worker._frames import (
     CallFrame,
     DoneFrame,
@@ -20,8 +23,6 @@ from codemode.sandbox.worker._frames import (
     encode_frame,
     loads_deep,
 )
-from hypothesis import given
-from strategies import json_values
 
 
 def nested(depth: int, leaf: Any = "leaf") -> Any:

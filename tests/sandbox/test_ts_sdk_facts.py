@@ -5,10 +5,11 @@ engine's ``system_prompt_sections``."""
 from __future__ import annotations
 
 import pytest
+from sandbox_helpers import add_tool
+
 from codemode.engine import ToolRuntime
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
 from codemode.sandbox.python._modules import ALLOWED_MODULES
-from sandbox_helpers import add_tool
 
 LIMITS = Limits(
     max_compute_ms=7_000, max_wall_ms=90_000, max_memory_bytes=256 * 2**20,

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from codemode.sandbox.typescript._strip import TypeStripError, strip_types
 
 CORPUS = pathlib.Path(__file__).parent / "ts_corpus"

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from sandbox_helpers import bindings, ok
+
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
-from sandbox_helpers import bindings, ok
 
 pytestmark = pytest.mark.anyio
 

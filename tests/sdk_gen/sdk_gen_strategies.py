@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from codemode.sdk_gen import SdkTool
 from hypothesis import strategies as st
+
+from codemode.sdk_gen import SdkTool
 
 # Text that exercises every escaping rule: quotes, backslashes, comment closers, every
 # kind of control and whitespace character, non-BMP characters and lone surrogates.

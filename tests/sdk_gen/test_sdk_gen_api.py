@@ -9,8 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import codemode.sdk_gen as sdk_gen
 import pytest
+
+import codemode.sdk_gen as sdk_gen
 from codemode.sdk_gen import SDK_LANGUAGES, SdkTool, render_sdk
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "string"}}}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from codemode.sdk_gen import SdkTool, render_sdk
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -5,6 +5,11 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sdk_gen_strategies import any_schema, tool_sets, valid_schemas
+from strategies import supported_schemas
+
 from codemode.engine import JsonSchemaError
 from codemode.engine.schema import assert_supported_json_schema
 from codemode.sdk_gen import (
@@ -14,10 +19,6 @@ from codemode.sdk_gen import (
     json_schema_to_ts,
     render_sdk,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from sdk_gen_strategies import any_schema, tool_sets, valid_schemas
-from strategies import supported_schemas
 
 settings.register_profile("sdk_gen", deadline=None, max_examples=150)
 SDK_GEN = settings.get_profile("sdk_gen")

@@ -6,6 +6,7 @@ import ast
 from typing import Any
 
 import pytest
+
 from codemode.sdk_gen import (
     MAX_CLASS_NAME_BASE,
     MAX_LIST_NESTING,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from codemode.sdk_gen import SdkTool, json_schema_to_ts, render_sdk
 
 OPEN = " & Record<string, JsonValue>"

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.engine import (
     AbortController,
     AbortSignal,

@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.engine import AbortController
 from codemode.tools.shell._bash import render_bash
-
 from tests.tools.conftest import Harness, all_gone, error_of, text_of
 
 pytestmark = pytest.mark.anyio

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from codemode.tools.shell._cgroup import CallCgroup, describe_unenforced
 from codemode.tools.shell._process import MAX_FILE_BYTES, BashProcess
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from codemode.tools.shell import _process
 from codemode.tools.shell._cgroup import CallCgroup, describe_unenforced
 from codemode.tools.shell._process import BashProcess
-
 from tests.tools.conftest import alive
 
 pytestmark = pytest.mark.anyio

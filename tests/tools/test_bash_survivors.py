@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.tools import JobManager, kill_all_processes
 from codemode.tools.shell._cgroup import describe_unenforced
-
 from tests.tools.conftest import Harness, alive, text_of
 
 pytestmark = [

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from codemode.engine import ToolRuntime
 from codemode.tools import default_tools
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codemode.tools.fs._editor import CLIP_NOTE
 
+from codemode.tools.fs._editor import CLIP_NOTE
 from tests.tools.conftest import Harness, error_of, text_of
 
 pytestmark = pytest.mark.anyio

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from codemode.engine import MemorySessionLog
 
+from codemode.engine import MemorySessionLog
 from tests.tools.conftest import Harness, error_of
 
 pytestmark = pytest.mark.anyio

@@ -22,9 +22,9 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.tools.fs import _paths
 from codemode.tools.search import _rg
-
 from tests.tools.conftest import Harness
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+
 from codemode.engine import AbortController, MemorySessionLog
 from codemode.tools import JobError, JobManager
-
 from tests.tools.conftest import Harness, alive, all_gone, error_of, text_of
 
 pytestmark = pytest.mark.anyio

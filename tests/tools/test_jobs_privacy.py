@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
+
 from codemode.engine import MemorySessionLog
 from codemode.tools import JobManager, default_tools
-
 from tests.tools.conftest import Harness, error_of
 
 pytestmark = pytest.mark.anyio

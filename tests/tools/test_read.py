@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from codemode.engine._presentation import validate_card
 
+from codemode.engine._presentation import validate_card
 from tests.tools.conftest import Harness, error_of, text_of
 
 pytestmark = pytest.mark.anyio

@@ -7,9 +7,9 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from codemode.tools import MemoryAttachmentStore
 from codemode.tools.fs._images import sniff_image
-
 from tests.tools.conftest import Harness, error_of
 
 pytestmark = pytest.mark.anyio

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from codemode.engine import AbortController
 from codemode.tools.search._rg import rg_executable
-
 from tests.tools.conftest import Harness, error_of, text_of
 
 pytestmark = pytest.mark.anyio
@@ -210,6 +210,7 @@ async def test_raw_output_cap(harness: Harness, workspace: Path) -> None:
 
 async def test_abort_kills_ripgrep(workspace: Path) -> None:
     import anyio
+
     from codemode.tools._errors import SearchError
     from codemode.tools.search._rg import run_rg
 
@@ -445,6 +446,7 @@ async def test_timeout_policy_stops_a_hung_search(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import anyio
+
     from codemode.engine import ToolExecutionInput, ToolRuntime
     from codemode.engine.policies import LocalSpillStore, TimeoutPolicy
     from codemode.tools._config import ToolsConfig

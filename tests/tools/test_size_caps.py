@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codemode.tools.fs._diff import diff_hunks
 
+from codemode.tools.fs._diff import diff_hunks
 from tests.tools.conftest import Harness, error_of
 
 pytestmark = pytest.mark.anyio

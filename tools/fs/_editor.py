@@ -13,6 +13,7 @@ import stat as stat_mod
 from typing import Any
 
 import anyio.to_thread
+
 from codemode.engine import ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool

@@ -14,6 +14,7 @@ import struct
 from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
+
 from codemode.engine import ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool

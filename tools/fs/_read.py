@@ -14,6 +14,7 @@ import re
 from typing import Any, BinaryIO
 
 import anyio.to_thread
+
 from codemode.engine import AbortSignal, ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool, parameter_spec

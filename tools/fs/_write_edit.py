@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
+
 from codemode.engine import ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool

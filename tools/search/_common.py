@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+
 from codemode.engine import ToolDefinition, ToolOutput
 
 from .._catalog import define_catalog_tool

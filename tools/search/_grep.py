@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio.to_thread
 import msgspec
+
 from codemode.engine import ToolDefinition, text
 from codemode.engine.policies import utf8_head_bytes
 

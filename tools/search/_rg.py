@@ -30,6 +30,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 import anyio
+
 from codemode.engine import AbortSignal
 from codemode.engine.policies import utf8_tail_bytes
 

@@ -17,6 +17,7 @@ import stat as stat_mod
 from typing import Any
 
 import anyio
+
 from codemode.engine import AbortError, ToolDefinition, ToolOutput, text
 from codemode.engine.policies import utf8_tail_bytes
 

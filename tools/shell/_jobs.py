@@ -25,6 +25,7 @@ from typing import Any, Literal, Self
 
 import anyio
 import anyio.abc
+
 from codemode.engine import AbortError, AbortSignal
 
 from .._config import ensure_private_dir, runtime_dir
