@@ -82,6 +82,14 @@ def _wait_for(condition: object, what: str) -> None:
         time.sleep(0.05)
 
 
+def _as_from_a_terminal() -> None:
+    # A command typed at a terminal starts with SIGINT at its default. A suite started in
+    # the background by a non-interactive shell (``make test &``) inherits SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler: Ctrl-C before the run starts
+    # would do nothing. Give the child what a terminal gives it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _spawn(program: str, lang: str, tmp_path: Path) -> tuple[pexpect.spawn, Path]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -95,6 +103,7 @@ def _spawn(program: str, lang: str, tmp_path: Path) -> tuple[pexpect.spawn, Path
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         encoding="utf-8",
         timeout=_WAIT_S,
+        preexec_fn=_as_from_a_terminal,
     )
     return child, workspace
 
@@ -196,6 +205,7 @@ def _spawn_reading_stdin(tmp_path: Path) -> pexpect.spawn:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         encoding="utf-8",
         timeout=_WAIT_S,
+        preexec_fn=_as_from_a_terminal,
     )
     _wait_for(lambda: _reading_stdin(child.pid), "the CLI to read stdin")
     return child
