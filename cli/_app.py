@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from codemode.engine import AbortController, ToolExecutionInput
+from codemode.engine import AbortController, SqliteSessionLog, ToolExecutionInput
 from codemode.engine.json import thaw
 from codemode.sandbox import Limits
 
@@ -203,6 +204,13 @@ def _check_session_path(session: Path, workspace: Path) -> None:
             f"session file {str(session)!r} is inside the workspace, where the program's "
             "file tools could change it; put it outside"
         )
+    try:
+        # Opened (and closed) here so that a file that is not a session log is a usage
+        # error before any sandbox starts; the run opens it again to append.
+        with SqliteSessionLog(session):
+            pass
+    except (ValueError, OSError, sqlite3.Error) as exc:
+        raise _usage(f"session file {str(session)!r}: {exc}") from None
 
 
 def _check_workspace(workspace: Path) -> Path:
@@ -264,8 +272,6 @@ def run(
     _check_lang(lang)
     ws = _check_workspace(workspace)
     language = detect_language(file, lang)
-    if session is not None:
-        _check_session_path(session, ws)
     floor = MEMORY_FLOOR_MB[language]
     if memory_mb < floor:
         # Below the floor the worker dies at start-up (or cannot allocate at all), which
@@ -291,6 +297,9 @@ def run(
         except (OSError, UnicodeDecodeError) as exc:
             raise _usage(f"cannot read {file!r}: {exc}") from None
     summary = description or f"Run {Path(file).name if file != '-' else 'stdin program'}"
+    if session is not None:
+        # Checked last, after every cheaper usage error: opening it creates the file.
+        _check_session_path(session, ws)
     limits = msgspec.structs.replace(
         CLI_LIMITS,
         max_compute_ms=compute_ms,

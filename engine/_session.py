@@ -329,6 +329,10 @@ class SqliteSessionLog(_ClosingLog):
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             self._setup(conn, synchronous)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            # Not SQLite at all (or corrupt): say so instead of SQLite's bare message.
+            raise ValueError(f"{self.path} is not a session log: {exc}") from None
         except BaseException:
             conn.close()
             raise

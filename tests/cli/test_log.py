@@ -163,7 +163,10 @@ def test_run_session_keeps_the_run_for_codemode_log(tmp_path: Path) -> None:
 def test_run_session_refuses_a_path_inside_the_workspace_or_a_directory(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
+    junk = tmp_path / "notes.db"
+    junk.write_text("not a database\n")
     cases = {
+        str(junk): "notes.db is not a session log: file is not a database",
         str(ws / "s.db"): "is inside the workspace, where the program's file tools could change it",
         str(tmp_path): "is a directory",
         str(tmp_path / "missing" / "s.db"): "not found",
@@ -175,3 +178,4 @@ def test_run_session_refuses_a_path_inside_the_workspace_or_a_directory(tmp_path
         assert done.returncode == 2
         assert message in done.stderr
         assert not (ws / "s.db").exists()
+    assert junk.read_text() == "not a database\n"  # refused, never rewritten

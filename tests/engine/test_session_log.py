@@ -414,3 +414,13 @@ def test_read_opens_an_existing_log_read_only(tmp_path: Path) -> None:
     junk.write_bytes(b"not a database" * 100)
     with pytest.raises(ValueError, match="not a session log"):
         Log.read(junk)
+
+
+def test_a_file_that_is_not_sqlite_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("plain text\n")
+    with pytest.raises(
+        ValueError, match=r"notes\.txt is not a session log: file is not a database"
+    ):
+        SqliteSessionLog(path)
+    assert path.read_text() == "plain text\n"
