@@ -160,7 +160,13 @@
     } else if (typeof value === "object") {
       const proto = ObjectGetPrototypeOf(value);
       if (proto === InternalErrorPrototype) {
-        try { if (value.message === "out of memory") flags |= OOM; } catch {}
+        // The engine's out-of-memory error, or one it ran out of memory building: then
+        // the message never got set and reads as the prototype's "" (a program's own
+        // `new InternalError()` reads the same and is reported as memory too).
+        try {
+          const message = value.message;
+          if (message === "out of memory" || message === "") flags |= OOM;
+        } catch { flags |= OOM; }
       } else if (proto === RangeErrorPrototype) {
         try {
           if (value.message === STACK_OVERFLOW && !isRaw(stackGet(value))) flags |= RECURSION;

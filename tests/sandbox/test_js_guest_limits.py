@@ -101,6 +101,15 @@ def test_guest_is_usable_for_reporting_after_running_out() -> None:
     assert outcome.logs == ["before"]
 
 
+@pytest.mark.slow
+def test_running_out_is_memory_every_time_not_sometimes_an_internal_error() -> None:
+    # Now and then QuickJS runs out while building its own error, and the InternalError it
+    # throws has no message; that used to read as a plain exception ("InternalError").
+    program = "const a = []; for (;;) a.push('x'.repeat(1000) + a.length)"
+    errors = {drive(program, limits=SMALL).error for _ in range(60)}
+    assert errors == {MEMORY}
+
+
 def test_deep_recursion_is_terminal_even_when_caught_and_the_process_survives() -> None:
     program = """
     let depth = 0;
