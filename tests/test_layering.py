@@ -1,4 +1,4 @@
-"""The architecture's arrows, enforced: sdk_gen <- engine <- {sandbox, tools} <- cli.
+"""The architecture's arrows, enforced: sdk_gen <- engine <- {sandbox, tools} <- {integrations, bench} <- cli.
 
 No upward import, no import of another package's private module, nothing host-side in the
 worker-side folders, and ``pyproject.toml`` lists every package folder.
@@ -19,7 +19,9 @@ ALLOWED = {
     "engine": {"sdk_gen"},
     "sandbox": {"engine"},
     "tools": {"engine"},
-    "cli": {"engine", "sandbox", "tools", "sdk_gen"},
+    "integrations": {"engine", "sandbox", "tools", "sdk_gen"},
+    "bench": {"engine", "sandbox", "tools", "sdk_gen"},
+    "cli": {"engine", "sandbox", "tools", "sdk_gen", "integrations", "bench"},
 }
 FIRST_PARTY = set(ALLOWED)
 

@@ -1,0 +1,1 @@
+"""codemode's benchmark suites, installed with the package and run by ``codemode bench``."""

@@ -1,0 +1,1 @@
+"""OpenTelemetry: one span per tool execution (needs the ``otel`` extra's API package)."""
