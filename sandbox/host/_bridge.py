@@ -114,7 +114,7 @@ class HostBridge:
         """Count a frame the supervisor rejected after decoding (duplicate id, ...)."""
         self._decode_failures += 1
 
-    def send(self, frame: msgspec.Struct) -> bool:
+    def send(self, frame: msgspec.Struct, *, flush: bool = False) -> bool:
         """Queue one frame for the worker; False if it exceeds the frame cap.
 
         Raises ``NestingError`` when a value nests deeper than ``max_depth``.
@@ -122,7 +122,9 @@ class HostBridge:
         Frames queued in one event-loop iteration leave in one write at the start of
         the next (100 binding results settling together cost one syscall and one
         worker wake-up). Bytes the socket does not take at once wait in ``_tail`` for
-        a writer task; frames are never reordered or interleaved.
+        a writer task; frames are never reordered or interleaved. ``flush=True`` writes
+        at once (after anything queued before it): the run frame, which nothing can
+        join.
         """
         data = encode_frame(frame, max_depth=self._max_depth)
         if len(data) - 4 > self._frame_bytes:
@@ -130,7 +132,9 @@ class HostBridge:
         if self.broken:
             return True
         self._outbox.append(data)
-        if len(self._outbox) == 1:
+        if flush:
+            self._flush()
+        elif len(self._outbox) == 1:
             if self._loop is not None:
                 self._loop.call_soon(self._flush)
             else:
