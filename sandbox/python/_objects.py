@@ -533,6 +533,10 @@ class _LineSink:
     def flush(self) -> None:
         return None
 
+    def set_max_line(self, max_line: int) -> None:
+        """The output budget of the run this sink now serves (see ``_Run.attach``)."""
+        self._max_line = max_line
+
     def close(self) -> None:
         """Ship a trailing partial line, if any."""
         if self._partial and "".join(self._partial):
