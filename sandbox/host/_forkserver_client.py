@@ -40,6 +40,21 @@ _STOP_TIMEOUT = 10.0
 _BOOT = "import sys\nfrom codemode.sandbox.worker._forkserver import main\nmain(sys.argv[1])\n"
 
 
+# Bridge socket buffers. The default (~208 KiB) cut a 1 MB argument or result into five
+# writes, each a round of wake-ups between host and worker. The kernel caps the request
+# at ``net.core.wmem_max``/``rmem_max`` and charges only the bytes actually queued.
+_BRIDGE_BUFFER = 4 << 20
+
+
+def _widen(*socks: socket.socket) -> None:
+    for sock in socks:
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, option, _BRIDGE_BUFFER)
+            except OSError:  # pragma: no cover - a kernel refusing is only slower
+                pass
+
+
 class ForkServerError(RuntimeError):
     """The fork server failed to start, died, or refused a fork."""
 
@@ -164,6 +179,7 @@ class ForkServerClient:
         if not self.alive or self._sock is None:
             raise ForkServerError("sandbox fork server is not running")
         host, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        _widen(host, worker)
         self._seq += 1
         seq = self._seq
         pending = self._pending[seq] = _Pending()
