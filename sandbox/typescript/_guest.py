@@ -256,7 +256,13 @@ class JsGuest:
 
     def resolve(self, call_id: int, value_json: str) -> None:
         """Settle call ``call_id`` with a JSON value; unknown or settled ids are dropped."""
-        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value_json)
+        # ASCII text (checked at C speed) holds no surrogate: a 1 MB result skips the
+        # regex pass.
+        text = (
+            value_json
+            if value_json.isascii()
+            else _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value_json)
+        )
         self._settle(call_id, True, text, None)
 
     def reject(self, call_id: int, message: str, code: str | None = None) -> None:
@@ -378,7 +384,8 @@ class JsGuest:
                 # Room to collect what the program printed before it ran out.
                 self._ctx.set_memory_limit(self._limits.max_heap_bytes + 64 * 2**20)
                 self._ctx.gc()
-            payload = json.loads(self._housekeeping(_OP_POLL))
+            meta, *call_args = self._housekeeping(_OP_POLL).split("\x01")
+            payload = json.loads(meta)
         except Exception as exc:  # the engine or the binding broke; the run cannot go on
             lines = str(exc).splitlines()
             self._fail("worker-exit", f"worker error: {lines[0] if lines else type(exc).__name__}")
@@ -390,7 +397,9 @@ class JsGuest:
             if self._ledger.overflowed:
                 self._fail("output-limit", OUTPUT_EXCEEDED.format(self._limits.max_output_bytes))
                 break
-        self._calls.extend(JsCall(i, g, n, a) for i, g, n, a in payload["calls"])
+        self._calls.extend(
+            JsCall(i, g, n, a) for (i, g, n), a in zip(payload["calls"], call_args, strict=True)
+        )
         self._outstanding = payload["outstanding"]
         timer = payload["timer"]
         self._timer_at = None if timer < 0 else time.monotonic() + timer / 1000

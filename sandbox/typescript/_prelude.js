@@ -645,18 +645,23 @@
 
   // -- host -------------------------------------------------------------------------
   // The reply is built from parts and joined: quickjs-ng returns concatenations as rope
-  // strings, which the Python binding cannot convert.
+  // strings, which the Python binding cannot convert. It is the poll JSON, then each
+  // call's arguments JSON after a U+0001: JSON text never holds a raw control character
+  // (JSON.stringify escapes them all), so the host splits on it, and a 1 MB argument is
+  // neither escaped here nor unescaped there. (Not NUL: the binding's conversion ends a
+  // string at its first NUL.)
   function poll() {
     const out = list();
+    const args = list();
     push(out, '{"logs":[');
     for (let i = 0; i < logs.length; i++) push(out, (i ? "," : "") + JSONStringify(logs[i]));
     logs.length = 0;
     push(out, '],"calls":[');
     for (let i = 0; i < outbox.length; i++) {
       const call = outbox[i];
-      push(out, `${i ? "," : ""}[${call[0]},${JSONStringify(call[1])},${JSONStringify(call[2])},`);
-      push(out, JSONStringify(call[3]));
-      push(out, "]");
+      push(out, `${i ? "," : ""}[${call[0]},${JSONStringify(call[1])},${JSONStringify(call[2])}]`);
+      push(args, "\u0001");
+      push(args, call[3]);
     }
     outbox.length = 0;
     push(out, '],"state":');
@@ -668,6 +673,7 @@
       push(out, state.length > 2 ? `,${JSONStringify(state[2])}]` : "]");
     }
     push(out, `,"timer":${timerDelay()},"outstanding":${outstanding}}`);
+    for (let i = 0; i < args.length; i++) push(out, args[i]);
     return ArrayJoin(out, "");
   }
 
