@@ -27,7 +27,12 @@ from codemode.integrations.providers import (
 pytestmark = pytest.mark.anyio
 
 # What a strict-mode model sends: every property present, null for "not given".
-SEARCH_STRICT = {"query": "plan", "limit": 2, "tags": None, "filter": {"kind": "todo", "since": None}}
+SEARCH_STRICT = {
+    "query": "plan",
+    "limit": 2,
+    "tags": None,
+    "filter": {"kind": "todo", "since": None},
+}
 SEARCH_GIVEN = {"query": "plan", "limit": 2, "filter": {"kind": "todo"}}
 
 
@@ -177,7 +182,12 @@ async def test_anthropic_round_trip_and_rt_execute() -> None:
             "usage": {"input_tokens": 1, "output_tokens": 1},
             "content": [
                 {"type": "text", "text": "Looking."},
-                {"type": "tool_use", "id": "toolu_1", "name": "search_notes", "input": SEARCH_GIVEN},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "search_notes",
+                    "input": SEARCH_GIVEN,
+                },
                 {"type": "tool_use", "id": "toolu_2", "name": "explode", "input": {"why": 7}},
                 {"type": "tool_use", "id": "toolu_3", "name": "missing", "input": {}},
             ],
