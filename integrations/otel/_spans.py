@@ -14,6 +14,12 @@ Where each piece comes from (all public ``ToolRuntime.on`` events):
 
 Queue wait is ``ToolExecution.queued_at`` (set by ``run_tool_calls`` and the code-mode
 driver) up to the span's start; run time is the body's.
+
+Cost without an SDK: an explicit no-op provider installs nothing at all. The global
+provider (the default) may get an SDK only later, so there the listeners stay, and each
+first asks whether a real provider is set yet (one global read) and otherwise passes the
+call straight on; once one is set (the API allows that once) the question is not asked
+again.
 """
 
 from __future__ import annotations
@@ -64,24 +70,31 @@ class _Open:
         self.run_ms: float | None = None
 
 
+_NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
 class _Tracing:
-    def __init__(self, rt: ToolRuntime, tracer: Tracer) -> None:
+    def __init__(self, rt: ToolRuntime, tracer: Tracer, *, live: bool) -> None:
         self.rt = rt
         self.tracer = tracer
+        # False while the global provider is still the API's placeholder.
+        self.live = live
         # Keyed by the execution's token: a sub-call names its run_code by that token.
         self.open: dict[object, _Open] = {}
+        # After uninstrument(): the result observer stays until the open spans ended.
+        self.closing = False
+        self.remove_observer: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ start
+
+    def _sdk_configured(self) -> bool:
+        if not isinstance(trace.get_tracer_provider(), _NO_SDK):
+            self.live = True  # a global provider is set once and for all
+        return self.live
 
     def _start(self, exec_: ToolExecution, now: float) -> _Open | None:
         parent_open = self.open.get(exec_.parent) if exec_.parent is not None else None
         ctx = trace.set_span_in_context(parent_open.span) if parent_open is not None else None
-        span = self.tracer.start_span(
-            f"execute_tool {exec_.name}", context=ctx, kind=SpanKind.INTERNAL
-        )
-        if not span.is_recording():
-            # No SDK (or sampled out): nothing to record, nothing to keep.
-            return None
         attrs: dict[str, Any] = {
             ATTRIBUTES["operation"]: "execute_tool",
             ATTRIBUTES["tool_name"]: exec_.name,
@@ -97,13 +110,21 @@ class _Tracing:
             attrs[ATTRIBUTES["root_call_id"]] = exec_.root_call_id
         if exec_.queued_at is not None:
             attrs[ATTRIBUTES["queue_wait_ms"]] = round((now - exec_.queued_at) * 1000, 3)
-        span.set_attributes(attrs)
+        # Attributes at start: samplers see the tool's name and operation (and the SDK
+        # cleans them in one pass instead of one locked set per key).
+        span = self.tracer.start_span(
+            f"execute_tool {exec_.name}", context=ctx, kind=SpanKind.INTERNAL, attributes=attrs
+        )
+        if not span.is_recording():
+            # Sampled out: nothing to record, nothing to keep.
+            return None
         opened = _Open(span, exec_.call_id, now)
         self.open[exec_.token] = opened
         return opened
 
     async def pre_execute(self, exec_: ToolExecution, next_: Callable[[], Any]) -> Any:
-        self._start(exec_, time.perf_counter())
+        if self.live or self._sdk_configured():
+            self._start(exec_, time.perf_counter())
         return await next_()
 
     # ------------------------------------------------------------------- body
@@ -123,24 +144,43 @@ class _Tracing:
     # -------------------------------------------------------------------- end
 
     def result(self, exec_: ToolExecution, result: ToolExecutionResult) -> None:
+        try:
+            self._end(exec_, result)
+        finally:
+            if self.closing and not self.open:
+                self.close()
+
+    def close(self) -> None:
+        remove, self.remove_observer = self.remove_observer, None
+        if remove is not None:
+            remove()
+
+    def _end(self, exec_: ToolExecution, result: ToolExecutionResult) -> None:
         opened = self.open.pop(exec_.token, None)
         if opened is None:
+            if (
+                not self.live or self.closing
+            ):  # (pre-execute asked already, or never ran: no SDK then)
+                return
             # Settled before pre-execute ran: a span of its own, started and ended now.
             opened = self._start(exec_, time.perf_counter())
             if opened is None:
                 return
             self.open.pop(exec_.token, None)
         span = opened.span
+        end: dict[str, Any] = {}
         if opened.run_ms is not None:
-            span.set_attribute(ATTRIBUTES["run_ms"], opened.run_ms)
+            end[ATTRIBUTES["run_ms"]] = opened.run_ms
         if result.is_error:
             info = result.error.info
-            span.set_attribute(ATTRIBUTES["error_type"], info.code if info is not None else _OTHER)
+            end[ATTRIBUTES["error_type"]] = info.code if info is not None else _OTHER
             if info is not None:
-                span.set_attribute(ATTRIBUTES["error_code"], info.code)
+                end[ATTRIBUTES["error_code"]] = info.code
                 if info.kind is not None:
-                    span.set_attribute(ATTRIBUTES["error_kind"], info.kind)
+                    end[ATTRIBUTES["error_kind"]] = info.kind
             span.set_status(Status(StatusCode.ERROR, result.error.message))
+        if end:
+            span.set_attributes(end)
         span.end()
 
 
@@ -159,19 +199,31 @@ def instrument(
     ``error.type`` (the failure's code, ``_OTHER`` without one).
 
     ``tracer_provider`` defaults to the global one; with only the API installed (no SDK)
-    every span is non-recording and the listeners do no more than start it.
+    spans are non-recording and the listeners do next to nothing (see the module
+    docstring); an explicit ``NoOpTracerProvider`` installs no listener at all.
     """
-    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    tracing = _Tracing(rt, provider.get_tracer(_TRACER_NAME))
+    if isinstance(tracer_provider, trace.NoOpTracerProvider):
+        return lambda: None
+    if tracer_provider is None:
+        # The global provider's tracer follows an SDK configured later (a proxy).
+        tracer = trace.get_tracer(_TRACER_NAME)
+        live = not isinstance(trace.get_tracer_provider(), _NO_SDK)
+    else:
+        tracer = tracer_provider.get_tracer(_TRACER_NAME)
+        live = True
+    tracing = _Tracing(rt, tracer, live=live)
     disposers = [
         rt.on("tools/pre-execute", tracing.pre_execute, prepend=True),
         rt.on("tools/execute", tracing.around_body, prepend=True),
-        rt.on("tools/result", tracing.result),
     ]
+    tracing.remove_observer = rt.on("tools/result", tracing.result)
 
     def uninstrument() -> None:
-        """Remove the listeners ``instrument`` installed (idempotent)."""
+        """Stop tracing new calls (idempotent); spans already open end with their calls."""
         while disposers:
             disposers.pop()()
+        tracing.closing = True
+        if not tracing.open:
+            tracing.close()
 
     return uninstrument

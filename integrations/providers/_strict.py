@@ -240,7 +240,7 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
     names = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, list) else []
     if "const" in node or "object" in names or "array" in names:
         # A union keeps the object's/array's own keywords (and a const) intact.
-        annotations = {k: node[k] for k in ("description", "title") if k in node}
+        annotations: dict[str, Any] = {k: node[k] for k in ("description", "title") if k in node}
         inner = {k: v for k, v in node.items() if k not in annotations}
         return {"anyOf": [inner, dict(_NULL)], **annotations}
     out = dict(node)

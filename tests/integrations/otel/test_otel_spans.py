@@ -317,3 +317,32 @@ async def test_a_failing_sub_call_and_a_failed_run(
     assert run.status.status_code is StatusCode.ERROR
     assert run.attributes["error.type"] == "CODE_RUN_FAILED"  # type: ignore[index]
     assert run.attributes["codemode.tool.error.kind"] == "exception"  # type: ignore[index]
+
+
+async def test_uninstrument_mid_call_still_ends_the_open_span(
+    exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    rt = ToolRuntime()
+    _tools(rt)
+    holder: dict[str, Any] = {}
+
+    async def slow(args: Any, _ctx: Any) -> Any:
+        holder["uninstrument"]()  # tracing stops while this call is running
+        await rt.execute(_input("add", {"a": 1, "b": 1}, "after"))  # not traced
+        return "done"
+
+    rt.register(
+        define_tool(
+            name="slow",
+            description="Stops the tracing mid-call.",
+            parameters={},
+            output=ToolOutput(schema={"type": "string"}, render=lambda _a, v: [text(v)]),
+            execute=slow,
+        )
+    )
+    holder["uninstrument"] = instrument(rt, provider)
+    await rt.execute(_input("slow", {}, "during"))
+    await rt.execute(_input("add", {"a": 1, "b": 1}, "later"))
+    spans = _tool_spans(exporter)
+    assert [s.attributes["gen_ai.tool.call.id"] for s in spans] == ["during"]  # type: ignore[index]
+    assert spans[0].end_time is not None
