@@ -33,6 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from codemode.engine import ToolExecution, ToolExecutionResult, ToolRuntime
+from codemode.engine.json import dumps_compact
 
 __all__ = ["ATTRIBUTES", "instrument"]
 
@@ -46,6 +47,8 @@ ATTRIBUTES = {
     "description": "gen_ai.tool.description",
     "tool_type": "gen_ai.tool.type",
     "error_type": "error.type",
+    "arguments": "gen_ai.tool.call.arguments",
+    "result": "gen_ai.tool.call.result",
     "parent_call_id": "codemode.tool.parent_call_id",
     "root_call_id": "codemode.tool.root_call_id",
     "queue_wait_ms": "codemode.tool.queue_wait_ms",
@@ -74,9 +77,10 @@ _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 class _Tracing:
-    def __init__(self, rt: ToolRuntime, tracer: Tracer, *, live: bool) -> None:
+    def __init__(self, rt: ToolRuntime, tracer: Tracer, *, live: bool, content: bool) -> None:
         self.rt = rt
         self.tracer = tracer
+        self.content = content
         # False while the global provider is still the API's placeholder.
         self.live = live
         # Keyed by the execution's token: a sub-call names its run_code by that token.
@@ -110,6 +114,8 @@ class _Tracing:
             attrs[ATTRIBUTES["root_call_id"]] = exec_.root_call_id
         if exec_.queued_at is not None:
             attrs[ATTRIBUTES["queue_wait_ms"]] = round((now - exec_.queued_at) * 1000, 3)
+        if self.content and exec_.arguments is not None:
+            attrs[ATTRIBUTES["arguments"]] = dumps_compact(exec_.arguments)
         # Attributes at start: samplers see the tool's name and operation (and the SDK
         # cleans them in one pass instead of one locked set per key).
         span = self.tracer.start_span(
@@ -179,13 +185,18 @@ class _Tracing:
                 if info.kind is not None:
                     end[ATTRIBUTES["error_kind"]] = info.kind
             span.set_status(Status(StatusCode.ERROR, result.error.message))
+        elif self.content:
+            end[ATTRIBUTES["result"]] = dumps_compact(result.value)
         if end:
             span.set_attributes(end)
         span.end()
 
 
 def instrument(
-    rt: ToolRuntime, tracer_provider: TracerProvider | None = None
+    rt: ToolRuntime,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    record_content: bool = False,
 ) -> Callable[[], None]:
     """Trace every tool execution of ``rt``; returns ``uninstrument()``, which removes the
     listeners again (spans already open still end with their calls' results).
@@ -197,6 +208,10 @@ def instrument(
     ``gen_ai.tool.description``, ``gen_ai.tool.type``), ``codemode.tool.queue_wait_ms``
     and ``codemode.tool.run_ms``, and on failure an ERROR status with the message and
     ``error.type`` (the failure's code, ``_OTHER`` without one).
+
+    ``record_content=True`` adds the convention's opt-in ``gen_ai.tool.call.arguments``
+    and, for successes, ``gen_ai.tool.call.result`` (compact JSON of the value). Off by
+    default: arguments and results may be sensitive and large.
 
     ``tracer_provider`` defaults to the global one; with only the API installed (no SDK)
     spans are non-recording and the listeners do next to nothing (see the module
@@ -211,7 +226,7 @@ def instrument(
     else:
         tracer = tracer_provider.get_tracer(_TRACER_NAME)
         live = True
-    tracing = _Tracing(rt, tracer, live=live)
+    tracing = _Tracing(rt, tracer, live=live, content=record_content)
     disposers = [
         rt.on("tools/pre-execute", tracing.pre_execute, prepend=True),
         rt.on("tools/execute", tracing.around_body, prepend=True),

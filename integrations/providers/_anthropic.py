@@ -9,7 +9,7 @@ from typing import Any
 from codemode.engine import ToolExecutionResult, ToolSchema
 from codemode.engine.scheduling import ModelToolCall
 
-from ._common import check_names, field, pair, plain, text_blocks
+from ._common import check_names, context_texts, field, pair, plain, text_blocks
 
 __all__ = ["anthropic_calls", "anthropic_results", "anthropic_tools"]
 
@@ -52,14 +52,19 @@ def anthropic_calls(message: Any) -> list[ModelToolCall]:
 
 
 def anthropic_results(
-    calls: Sequence[ModelToolCall], results: Sequence[ToolExecutionResult]
+    calls: Sequence[ModelToolCall],
+    results: Sequence[ToolExecutionResult],
+    *,
+    contexts: bool = True,
 ) -> list[dict[str, Any]]:
     """One ``{"type": "tool_result", "tool_use_id", "content", "is_error"}`` block per call.
 
-    ``content`` is the runtime's rendered content as text blocks. Send them all in one
-    user message after the assistant's turn: ``{"role": "user", "content": blocks}``.
+    ``content`` is the runtime's rendered content as text blocks. With ``contexts``, a
+    text block per additional context the results carry follows the tool results (the
+    Messages API wants tool results first). Send them all in one user message after the
+    assistant's turn: ``{"role": "user", "content": blocks}``.
     """
-    return [
+    blocks: list[dict[str, Any]] = [
         {
             "type": "tool_result",
             "tool_use_id": call.call_id,
@@ -68,3 +73,6 @@ def anthropic_results(
         }
         for call, result in pair(calls, results)
     ]
+    if contexts:
+        blocks.extend({"type": "text", "text": t} for t in context_texts(results))
+    return blocks

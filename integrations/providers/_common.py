@@ -15,6 +15,7 @@ from ._strict import strip_strict_nulls
 __all__ = [
     "check_names",
     "content_text",
+    "context_texts",
     "execution_inputs",
     "field",
     "plain",
@@ -123,6 +124,24 @@ def content_text(result: ToolExecutionResult) -> str:
 def text_blocks(result: ToolExecutionResult) -> list[dict[str, str]]:
     """The result's rendered content as ``{"type": "text", "text": ...}`` blocks."""
     return [{"type": "text", "text": _block_text(b)} for b in result.content]
+
+
+def context_texts(results: Sequence[ToolExecutionResult]) -> list[str]:
+    """The text of each additional context the results carry, in order.
+
+    A tool (or ``run_code``, forwarding a sub-call's image or context) may attach user
+    messages to its result (``additional_contexts``: ``{"role": "user", "content":
+    [blocks], ...}``) that belong in the conversation right after the tool results.
+    """
+    texts: list[str] = []
+    for result in results:
+        for context in result.additional_contexts:
+            blocks = context.get("content", ()) if isinstance(context, Mapping) else ()
+            if isinstance(blocks, str):
+                texts.append(blocks)
+            else:
+                texts.append("\n".join(_block_text(b) for b in blocks))
+    return texts
 
 
 def pair(

@@ -8,7 +8,16 @@ from typing import Any
 from codemode.engine import ToolExecutionResult, ToolSchema
 from codemode.engine.scheduling import ModelToolCall
 
-from ._common import check_names, content_text, field, pair, plain, restore_arguments, strict_map
+from ._common import (
+    check_names,
+    content_text,
+    context_texts,
+    field,
+    pair,
+    plain,
+    restore_arguments,
+    strict_map,
+)
 from ._strict import strict_parameters
 
 __all__ = [
@@ -136,22 +145,39 @@ def openai_responses_calls(
 
 
 def openai_chat_results(
-    calls: Sequence[ModelToolCall], results: Sequence[ToolExecutionResult]
+    calls: Sequence[ModelToolCall],
+    results: Sequence[ToolExecutionResult],
+    *,
+    contexts: bool = True,
 ) -> list[dict[str, Any]]:
     """One ``{"role": "tool", "tool_call_id", "content"}`` message per call, in order;
     ``content`` is the runtime's rendered content as text (failures included: the model
-    reads the error)."""
-    return [
+    reads the error). Then, with ``contexts``, one ``{"role": "user", "content"}``
+    message per additional context the results carry (they follow the tool messages)."""
+    messages: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": call.call_id, "content": content_text(result)}
         for call, result in pair(calls, results)
     ]
+    if contexts:
+        messages.extend({"role": "user", "content": t} for t in context_texts(results))
+    return messages
 
 
 def openai_responses_results(
-    calls: Sequence[ModelToolCall], results: Sequence[ToolExecutionResult]
+    calls: Sequence[ModelToolCall],
+    results: Sequence[ToolExecutionResult],
+    *,
+    contexts: bool = True,
 ) -> list[dict[str, Any]]:
-    """One ``{"type": "function_call_output", "call_id", "output"}`` input item per call."""
-    return [
+    """One ``{"type": "function_call_output", "call_id", "output"}`` input item per call;
+    then, with ``contexts``, one user message item per additional context."""
+    items: list[dict[str, Any]] = [
         {"type": "function_call_output", "call_id": call.call_id, "output": content_text(result)}
         for call, result in pair(calls, results)
     ]
+    if contexts:
+        items.extend(
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
+            for t in context_texts(results)
+        )
+    return items

@@ -346,3 +346,25 @@ async def test_uninstrument_mid_call_still_ends_the_open_span(
     spans = _tool_spans(exporter)
     assert [s.attributes["gen_ai.tool.call.id"] for s in spans] == ["during"]  # type: ignore[index]
     assert spans[0].end_time is not None
+
+
+async def test_content_is_recorded_only_when_asked(
+    exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    quiet, loud = ToolRuntime(), ToolRuntime()
+    for rt in (quiet, loud):
+        _tools(rt)
+    instrument(quiet, provider)
+    instrument(loud, provider, record_content=True)
+    await quiet.execute(_input("add", {"a": 1, "b": 2}, "q"))
+    await loud.execute(_input("add", {"a": 1, "b": 2}, "l"))
+    await loud.execute(_input("explode", {}, "x"))
+    spans = {
+        s.attributes["gen_ai.tool.call.id"]: dict(s.attributes or {}) for s in _tool_spans(exporter)
+    }  # type: ignore[index]
+    assert "gen_ai.tool.call.arguments" not in spans["q"]
+    assert "gen_ai.tool.call.result" not in spans["q"]
+    assert spans["l"]["gen_ai.tool.call.arguments"] == '{"a":1,"b":2}'
+    assert spans["l"]["gen_ai.tool.call.result"] == "3"
+    assert spans["x"]["gen_ai.tool.call.arguments"] == "{}"
+    assert "gen_ai.tool.call.result" not in spans["x"]

@@ -329,3 +329,51 @@ def test_anthropic_result_blocks() -> None:
 def test_calls_and_results_must_pair_up() -> None:
     with pytest.raises(ValueError, match="2 tool calls but 1 results"):
         openai_chat_results(CALLS[:2], RESULTS[:1])
+
+
+WITH_CONTEXT = ToolExecutionSuccess(
+    value="ok",
+    content=[text("ok")],
+    additional_contexts=[
+        {"role": "user", "content": [text("note from the tool")], "source": {"kind": "plugin"}},
+        {
+            "role": "user",
+            "content": [text("an image"), {"type": "image", "attachment": {"attachmentId": "i"}}],
+        },
+    ],
+)
+CONTEXT_TEXTS = [
+    "note from the tool",
+    'an image\n[image block: {"attachment": {"attachmentId": "i"}, "type": "image"}]',
+]
+
+
+def test_additional_contexts_follow_the_results_in_each_provider_shape() -> None:
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam
+
+    calls = [ModelToolCall("c1", "t", "{}"), ModelToolCall("c2", "t", "{}")]
+    results = [WITH_CONTEXT, OK]
+    chat = openai_chat_results(calls, results)
+    assert [m["role"] for m in chat] == ["tool", "tool", "user", "user"]
+    assert [m["content"] for m in chat[2:]] == CONTEXT_TEXTS
+    for m in chat:
+        pydantic.TypeAdapter(ChatCompletionMessageParam).validate_python(m)
+    assert len(openai_chat_results(calls, results, contexts=False)) == 2
+
+    items = openai_responses_results(calls, results)
+    assert [i["type"] for i in items] == ["function_call_output"] * 2 + ["message"] * 2
+    assert items[2] == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": CONTEXT_TEXTS[0]}],
+    }
+    for item in items:
+        pydantic.TypeAdapter(ResponseInputItemParam).validate_python(item)
+
+    blocks = anthropic_results(calls, results)
+    assert [b["type"] for b in blocks] == ["tool_result", "tool_result", "text", "text"]
+    assert [b["text"] for b in blocks[2:]] == CONTEXT_TEXTS
+    pydantic.TypeAdapter(MessageParam).validate_python({"role": "user", "content": blocks})
+    assert len(anthropic_results(calls, results, contexts=False)) == 2
