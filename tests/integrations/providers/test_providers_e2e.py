@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from providers_support import catalog_runtime, check_sdk_type, seen
 
-from codemode.engine import AbortController
+from codemode.engine import AbortController, ToolRuntime
 from codemode.engine.scheduling import run_tool_calls
 from codemode.integrations.providers import (
     anthropic_calls,
@@ -213,3 +213,32 @@ async def test_anthropic_round_trip_and_rt_execute() -> None:
     signal = AbortController().signal
     one_by_one = [await rt.execute(i) for i in execution_inputs(calls, signal=signal)]
     assert anthropic_results(calls, one_by_one) == blocks
+
+
+async def test_the_builtin_tools_export_strictly_and_run_with_strict_nulls(tmp_path: Any) -> None:
+    from codemode.engine.testing import InProcessRuntime
+    from codemode.tools import default_tools
+
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    rt = ToolRuntime(mode="both", code_runtime=InProcessRuntime())
+    for tool in default_tools(tmp_path, accepts_images=True):
+        rt.register(tool)
+    schemas = rt.schemas()
+    tools = openai_responses_tools(schemas, strict=True)  # refuses nothing in the catalogue
+    assert {t["name"] for t in tools} >= {"read", "write", "edit", "grep", "bash", "run_code"}
+    read = next(t for t in tools if t["name"] == "read")["parameters"]
+    assert read["required"] == ["file_path", "offset", "limit"]
+    output = [
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "read",
+            "arguments": json.dumps({"file_path": "a.txt", "offset": 2, "limit": None}),
+        }
+    ]
+    calls = openai_responses_calls(output, strict_schemas=schemas)
+    assert json.loads(calls[0].arguments) == {"file_path": "a.txt", "offset": 2}
+    (result,) = await run_tool_calls(rt, calls, signal=AbortController().signal)
+    assert not result.is_error, result
+    out = openai_responses_results(calls, [result])[0]["output"]
+    assert "2: two\n3: three" in out and "1: one" not in out
