@@ -51,6 +51,7 @@ class ToolExecution:
         "call_id",
         "name",
         "parent",
+        "queued_at",
         "root_call_id",
         "signal",
         "token",
@@ -62,6 +63,7 @@ class ToolExecution:
     arguments: Any
     agent: Scope | None
     parent: object | None
+    queued_at: float | None
     token: ExecutionToken
     signal: AbortSignal
     _frozen: bool
@@ -86,6 +88,7 @@ class ToolExecution:
         signal: AbortSignal,
         finalizer: Callable[[Any, Any], Any] | None,
         tool: ToolDefinition | None = None,
+        queued_at: float | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "_frozen", False)
@@ -95,6 +98,7 @@ class ToolExecution:
         set_(self, "arguments", arguments)
         set_(self, "agent", agent)
         set_(self, "parent", parent)
+        set_(self, "queued_at", queued_at)
         set_(self, "signal", signal)
         set_(self, "token", ExecutionToken(call_id))
         set_(self, "_caller_signal", signal)

@@ -165,6 +165,7 @@ class Pipeline:
             # Resolved once here and carried: output validation (body, wrapper results,
             # post-execute value replacements) and per-tool policies read this one.
             tool=None if collapsed else visible,
+            queued_at=input_.queued_at,
         )
         if failure is not None:
             return Settled(exec_, failure, post_execute=False)

@@ -14,6 +14,7 @@ never-started call gets a synthetic ``tool/call`` + ``tool/result`` pair with
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -214,6 +215,8 @@ async def run_tool_calls(
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
         raise ValueError("run_tool_calls(max_parallel=...) must be a positive integer")
     state = _Step(rt, agent, turn, step, max_parallel)
+    # One step's calls are all queued now; each waits its turn behind barriers and the cap.
+    queued_at = time.perf_counter()
     queue: deque[_Call] = deque(
         _Call(
             i,
@@ -224,6 +227,7 @@ async def run_tool_calls(
                 arguments=parse_arguments(call.arguments),
                 signal=signal,
                 agent=agent,
+                queued_at=queued_at,
             ),
         )
         for i, call in enumerate(calls)

@@ -97,6 +97,9 @@ class ToolExecutionInput(msgspec.Struct, frozen=True):
 
     ``agent`` is the calling ``Scope`` (or ``None`` for an agent-less call); ``parent`` is
     the opaque token of an enclosing execution (set for code-mode sub-calls).
+    ``queued_at`` is when the call was queued (``time.perf_counter()`` seconds): the
+    native scheduler and the code-mode driver set it, so observers can tell the time a
+    call waited for its turn (``ToolExecution.queued_at``) from the time it ran.
     """
 
     call_id: str
@@ -106,6 +109,7 @@ class ToolExecutionInput(msgspec.Struct, frozen=True):
     agent: Scope | None = None
     root_call_id: str | None = None
     parent: object | None = None
+    queued_at: float | None = None
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True):

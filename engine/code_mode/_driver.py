@@ -205,7 +205,8 @@ class _Entry:
         self.outcome: tuple[bool, Any] | None = None
         self.done = _Flag()
         self.committed = False
-        self.queued_at = time.perf_counter()
+        # One clock reading for the session log's timing and ``ToolExecution.queued_at``.
+        self.queued_at = input_.queued_at if input_.queued_at is not None else time.perf_counter()
         self.started_at: float | None = None
         self.settled_at: float | None = None
         self.in_flight_at_start = 0
@@ -299,6 +300,7 @@ class SubDispatchDriver:
             agent=outer.agent,
             parent=outer.token,
             signal=self._signal,
+            queued_at=time.perf_counter(),
         )
         entry = _Entry(name, arguments, arguments, input_)
         self._pending.append(entry)
