@@ -132,28 +132,65 @@ class _Slot:
 
 
 class _Workers:
-    """Long-lived tasks of ``tg`` running ``run(job)`` for each submitted job.
+    """Long-lived tasks running ``run(job)`` for each submitted job.
 
     A job goes to an idle worker when there is one, otherwise to a new worker, so the
     number of workers is the largest number of jobs that ran at once. ``close`` ends
     idle workers and makes busy ones end after their job.
+
+    On asyncio the workers are plain tasks (an anyio task-group spawn costs four times
+    as much, and a fan-out of 100 calls at cap 100 spawns 100 workers); the driver loop
+    owns them as a task group would: a worker's crash is re-raised by the loop
+    (``crash``, then ``on_crash`` wakes it), and ``wait_closed`` cancels and awaits
+    what is left when the loop ends. Other backends spawn in ``tg``.
     """
 
-    __slots__ = ("_closed", "_idle", "_run", "_tg")
+    __slots__ = ("_closed", "_idle", "_loop", "_on_crash", "_run", "_tasks", "_tg", "crash")
 
-    def __init__(self, tg: TaskGroup, run: Callable[[Any], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        tg: TaskGroup,
+        run: Callable[[Any], Awaitable[None]],
+        on_crash: Callable[[], None],
+    ) -> None:
         self._tg = tg
         self._run = run
+        self._on_crash = on_crash
         self._idle: list[_Slot] = []
         self._closed = False
+        self._loop = _asyncio_loop()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.crash: BaseException | None = None
 
     def submit(self, job: Any) -> None:
         if self._idle:
             slot = self._idle.pop()
             slot.job = job
             slot.ready.set()
+        elif self._loop is not None:
+            task = self._loop.create_task(self._work(job), name="run_code sub-dispatch worker")
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
         else:
             self._tg.start_soon(self._work, job, name="run_code sub-dispatch worker")
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or self.crash is not None:
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.crash = exc
+            self._on_crash()
+
+    async def wait_closed(self) -> None:
+        """Close, cancel the workers still running, and wait until every one has ended."""
+        self.close()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def _work(self, job: Any) -> None:
         while job is not None:
@@ -230,8 +267,8 @@ class SubDispatchDriver:
         self._outer = outer
         self._signal = run_signal
         self._cap = runtime.max_parallel_sub_calls
-        self._bodies = _Workers(tg, self._body)
-        self._logs = _Workers(tg, self._log_settle)
+        self._bodies = _Workers(tg, self._body, self._poke)
+        self._logs = _Workers(tg, self._log_settle, self._poke)
         self._pending: deque[_Entry] = deque()
         self._commits: deque[_Entry] = deque()
         self._in_flight = 0
@@ -322,6 +359,9 @@ class SubDispatchDriver:
         """The driver loop; ends once draining finds nothing left to do."""
         try:
             while True:
+                crash = self._bodies.crash or self._logs.crash
+                if crash is not None:
+                    raise crash
                 if self._commits and self._commits[0].settled is not None:
                     await self._commit(self._commits.popleft())
                     while self._pending_logs > self._cap:
@@ -345,7 +385,14 @@ class SubDispatchDriver:
                 await self._sleep()
             self._logs.close()
         finally:
-            self._finished.set()
+            try:
+                # Normally only idle workers on their way out are left; after a crash or
+                # a cancellation, bodies in flight are cancelled as a task group would.
+                with anyio.CancelScope(shield=True):
+                    await self._bodies.wait_closed()
+                    await self._logs.wait_closed()
+            finally:
+                self._finished.set()
 
     async def _sleep(self) -> None:
         await self._wake.wait()

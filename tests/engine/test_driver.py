@@ -618,3 +618,64 @@ async def test_every_event_is_appended_before_the_outer_result() -> None:
         ("tool/code-dispatch", "call-9:code:2"),
         ("tool/result", None),
     ]
+
+
+@pytest.mark.anyio
+async def test_host_cancellation_cancels_parallel_bodies_and_leaves_no_worker_task() -> None:
+    # Parallel bodies run in plain asyncio tasks the driver owns (cheaper than task-group
+    # spawns); cancelling the host's call must still reach every body in flight, and no
+    # worker may outlive the run.
+    started = 0
+    cancelled: list[str] = []
+    all_started = anyio.Event()
+
+    async def hang(args: Any, ctx: Any) -> Any:
+        nonlocal started
+        started += 1
+        if started == 3:
+            all_started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.append(args["value"])
+
+    async def program(tools: Any, print: Any) -> Any:
+        return await asyncio.gather(*(tools.hang({"value": str(i)}) for i in range(3)))
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("hang", body=hang, parallel=True))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_code, rt)
+        with anyio.fail_after(10):
+            await all_started.wait()
+        tg.cancel_scope.cancel()
+    assert sorted(cancelled) == ["0", "1", "2"]
+    await anyio.lowlevel.checkpoint()
+    leftover = [t for t in asyncio.all_tasks() if t.get_name() == "run_code sub-dispatch worker"]
+    assert leftover == []
+
+
+@pytest.mark.anyio
+async def test_a_crashing_body_worker_fails_the_run_instead_of_hanging() -> None:
+    # A bug that escapes a body (here: the pipeline's run stage itself raising) must end
+    # the run as a task group would, not leave the program waiting for the call forever.
+    async def program(tools: Any, print: Any) -> Any:
+        return await tools.echo({"value": "x"})
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True))
+
+    original = rt.pipeline.run
+
+    async def broken(gate: Any) -> Any:
+        if gate.exec.name == "echo":  # the sub-call's body stage only, not run_code's
+            raise RuntimeError("pipeline bug")
+        return await original(gate)
+
+    rt.pipeline.run = broken  # type: ignore[method-assign]
+    with anyio.fail_after(10):
+        result = await run_code(rt)
+    # run_code's own body failed (its task group re-raised the worker's crash, as it does
+    # for any task's), and the pipeline turned that into the call's error result.
+    assert result.is_error
+    assert result.error.message == "unhandled errors in a TaskGroup (1 sub-exception)"
