@@ -134,6 +134,11 @@ class RunSupervisor:
         self._queued: deque[CallFrame] = deque()
         self._relays = 0
         self._parked: list[_Wakeup] = []  # idle relay tasks, each waiting for a call
+        # On asyncio, relays are plain tasks (a task-group spawn costs four times as
+        # much, and a fan-out of 100 calls starts 100 relays); ``run`` owns them as the
+        # task group would: cancelled and awaited when it ends, a crash re-raised.
+        self._relay_tasks: set[asyncio.Task[None]] = set()
+        self._relay_crash: BaseException | None = None
         self._outcome: _Outcome | None = None
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -173,13 +178,36 @@ class RunSupervisor:
                     # event-loop iteration on the path of every run.
                     await self._drive(pool)
         finally:
-            dispose()
+            try:
+                await self._end_relays()
+            finally:
+                dispose()
             if self.worker is not None:
                 self.worker.kill()
                 self.worker.close()
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
+        if self._relay_crash is not None:
+            raise self._relay_crash
         return self._result()
+
+    async def _end_relays(self) -> None:
+        tasks = list(self._relay_tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(tasks)
+
+    def _relay_done(self, task: asyncio.Task[None]) -> None:
+        self._relay_tasks.discard(task)
+        if task.cancelled() or self._relay_crash is not None:
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._relay_crash = exc
+            if self._scope is not None:
+                self._scope.cancel()
 
     async def _drive(self, pool: WorkerPool) -> None:
         try:
@@ -294,8 +322,14 @@ class RunSupervisor:
             self._parked.pop().set()
         elif self._relays < _MAX_RELAYS:
             self._relays += 1
-            assert self._tg is not None
-            self._tg.start_soon(self._relay_queued, bridge)
+            loop = _asyncio_loop()
+            if loop is not None:
+                task = loop.create_task(self._relay_queued(bridge), name="sandbox call relay")
+                self._relay_tasks.add(task)
+                task.add_done_callback(self._relay_done)
+            else:
+                assert self._tg is not None
+                self._tg.start_soon(self._relay_queued, bridge)
 
     async def _relay_queued(self, bridge: HostBridge) -> None:
         """Relay queued calls (one of at most ``_MAX_RELAYS`` tasks); park when none is
@@ -414,6 +448,15 @@ class RunSupervisor:
         if outcome.kind != "output-limit" and not self.ledger.fits(json_string_length(message)):
             return CodeRunResult(logs=logs, error=CodeRunError("output-limit", self.ledger.message))
         return CodeRunResult(logs=logs, error=CodeRunError(outcome.kind, message))
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop when the current task is an asyncio task, else None."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return loop if asyncio.current_task(loop) is not None else None
 
 
 class _Wakeup:

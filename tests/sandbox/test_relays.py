@@ -1,0 +1,72 @@
+"""Call relays on the host: plain asyncio tasks owned by the run's supervisor.
+
+A run's binding calls are relayed by tasks that park between calls for reuse; on asyncio
+they are plain tasks rather than task-group spawns (cheaper per fan-out), so the
+supervisor must end them itself: cancelled with the run, never left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import pytest
+from sandbox_helpers import bindings, ok
+
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime
+
+pytestmark = pytest.mark.anyio
+
+
+def _relay_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name() == "sandbox call relay"]
+
+
+async def test_cancelling_a_run_cancels_its_in_flight_calls_and_ends_every_relay() -> None:
+    started = 0
+    cancelled = 0
+    all_started = anyio.Event()
+
+    async def hang(args: Any) -> Any:
+        nonlocal started, cancelled
+        started += 1
+        if started == 4:
+            all_started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled += 1
+
+    program = "import asyncio\nawait asyncio.gather(*[tools.hang({}) for _ in range(4)])\n"
+    async with PythonRuntime(Limits(max_wall_ms=30_000)) as runtime:
+        request = CodeRunRequest(program, bindings({"hang": hang}), AbortController().signal)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runtime.run, request)
+            with anyio.fail_after(20):
+                await all_started.wait()
+            tg.cancel_scope.cancel()
+        assert cancelled == 4
+        assert _relay_tasks() == []
+
+
+async def test_parked_relays_end_with_the_run() -> None:
+    async def echo(args: Any) -> Any:
+        return args
+
+    # Sequential calls reuse one parked relay; fan-out calls start more; none outlives
+    # the run that started it.
+    program = (
+        "import asyncio\n"
+        "for i in range(3):\n"
+        "    await tools.echo({'i': i})\n"
+        "values = await asyncio.gather(*[tools.echo({'i': i}) for i in range(8)])\n"
+        "return [v['i'] for v in values]\n"
+    )
+    async with PythonRuntime() as runtime:
+        result = await runtime.run(
+            CodeRunRequest(program, bindings({"echo": echo}), AbortController().signal)
+        )
+        assert ok(result) == list(range(8))
+        assert _relay_tasks() == []
