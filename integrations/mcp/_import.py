@@ -402,10 +402,39 @@ async def connect_upstreams(
     collision that ``on_collision`` does not resolve and ``McpSchemaError`` for a tool
     whose input schema cannot be represented.
     """
-    from mcp import Client
-
     if parallel not in ("read-only", "all", "none"):
         raise ValueError(f'parallel must be "read-only", "all" or "none", not {parallel!r}')
+    try:
+        async with _connected(upstreams, on_collision, parallel, read_timeout_seconds) as tools:
+            yield tools
+    except BaseExceptionGroup as group:
+        # The SDK's clients run task groups, which wrap whatever crosses them (an import
+        # error raised here, or the caller's own exception from the block): one error is
+        # raised as itself.
+        leaf = _single_leaf(group)
+        if leaf is None:
+            raise
+        raise leaf from None
+
+
+def _single_leaf(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    node: BaseException = group
+    while isinstance(node, BaseExceptionGroup):
+        if len(node.exceptions) != 1:
+            return None
+        node = node.exceptions[0]
+    return node
+
+
+@contextlib.asynccontextmanager
+async def _connected(
+    upstreams: Sequence[Upstream],
+    on_collision: Literal["mangle", "error"],
+    parallel: ParallelPolicy,
+    read_timeout_seconds: float | None,
+) -> AsyncIterator[ImportedTools]:
+    from mcp import Client
+
     async with contextlib.AsyncExitStack() as stack:
         clients: dict[str, Any] = {}
         listed: dict[str, list[Any]] = {}
