@@ -63,6 +63,8 @@ if flavour == "notes":
 
     @server.tool(description="Sleep for a long time, recording cancellation to a file.")
     async def hang(marker: str) -> str:
+        with open(marker, "w") as f:
+            f.write("started")
         try:
             await anyio.sleep(60)
         except anyio.get_cancelled_exc_class():
