@@ -84,8 +84,8 @@ def _private_stdio() -> Any:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
-    stdin = open(wire_in, encoding="utf-8", errors="replace", closefd=True)  # noqa: SIM115
-    stdout = open(wire_out, "w", encoding="utf-8", closefd=True)  # noqa: SIM115
+    stdin = open(wire_in, encoding="utf-8", errors="replace", closefd=True)
+    stdout = open(wire_out, "w", encoding="utf-8", closefd=True)
     try:
         yield stdin, stdout
     finally:
@@ -173,9 +173,7 @@ async def _serve(
         )
         if http is None:
             stdin, stdout = wire
-            await server.serve_stdio(
-                stdin=anyio.wrap_file(stdin), stdout=anyio.wrap_file(stdout)
-            )
+            await server.serve_stdio(stdin=anyio.wrap_file(stdin), stdout=anyio.wrap_file(stdout))
         else:
             host, port = http
 
@@ -212,7 +210,9 @@ def serve_mcp_command(
     ] = Path("."),
     builtin_tools: Annotated[
         bool,
-        typer.Option("--builtin-tools", help="Also offer the built-in file, search and bash tools."),
+        typer.Option(
+            "--builtin-tools", help="Also offer the built-in file, search and bash tools."
+        ),
     ] = False,
     http: Annotated[
         str | None,
@@ -303,10 +303,12 @@ def serve_mcp_command(
         except Exception as caught:
             from codemode.engine import HarnessError
 
-            exc: BaseException = caught
-            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                exc = exc.exceptions[0]
-            if isinstance(exc, (HarnessError, ValueError, OSError)):
-                sys.stderr.write(f"codemode serve-mcp: {exc}\n")
+            leaf: BaseException = caught
+            while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+                leaf = leaf.exceptions[0]
+            if isinstance(leaf, (HarnessError, ValueError, OSError)):
+                # A startup failure (an upstream that will not start, a collision, an
+                # unrepresentable schema): one line, no traceback.
+                sys.stderr.write(f"codemode serve-mcp: {leaf}\n")
                 raise typer.Exit(1) from None
             raise

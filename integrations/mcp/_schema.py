@@ -134,8 +134,7 @@ class McpSchemaError(JsonSchemaError):
 
     def __init__(self, tool: str, keyword: str, path: str, why: str) -> None:
         message = (
-            f'MCP tool "{tool}": cannot import its schema: keyword "{keyword}" at {path} '
-            f"{why}"
+            f'MCP tool "{tool}": cannot import its schema: keyword "{keyword}" at {path} {why}'
         )
         super().__init__(message, [f"{path}: {why}"])
         self.tool = tool
@@ -212,7 +211,9 @@ class _Normalizer:
         if "$ref" in schema:
             ref = schema["$ref"]
             if ref in self.resolving:
-                raise self.fail("$ref", path, f"is recursive ({ref!r}); the subset has no references")
+                raise self.fail(
+                    "$ref", path, f"is recursive ({ref!r}); the subset has no references"
+                )
             target = self.resolve(ref, path)
             self.resolving.append(ref)
             try:

@@ -151,7 +151,7 @@ class CodeModeServer:
             f"{head}\n\n"
             f"## The tool catalog ({len(catalog)} tools)\n\n"
             "The catalog is too large to declare here in full. Every tool below is callable "
-            "as `tools.<name>(args)` (or `tools[\"name\"](args)`). Before calling one, get "
+            'as `tools.<name>(args)` (or `tools["name"](args)`). Before calling one, get '
             f"its declarations inside the program: `{call}` returns the best matches with "
             'their declarations, `await tools.describe_tool("name")` one tool\'s.\n\n'
             f"{compact_index(catalog)}"
@@ -271,7 +271,8 @@ class CodeModeServer:
         server = uvicorn.Server(config)
 
         async def announce() -> None:
-            while not server.started:
+            # uvicorn exposes only a flag for "listening", no event to wait on.
+            while not server.started:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
             if on_ready is not None:
                 sockets = [s for srv in server.servers for s in srv.sockets]

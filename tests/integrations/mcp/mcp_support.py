@@ -147,7 +147,11 @@ def stdio_upstream(flavour: str, *, name: str | None = None, env: dict[str, str]
 @contextlib.asynccontextmanager
 async def code_runtime(language: str) -> AsyncIterator[Any]:
     limits = Limits(pool_size=1, max_wall_ms=30_000)
-    runtime = TypeScriptRuntime(limits=limits) if language == "typescript" else PythonRuntime(limits=limits)
+    runtime = (
+        TypeScriptRuntime(limits=limits)
+        if language == "typescript"
+        else PythonRuntime(limits=limits)
+    )
     async with runtime as started:
         yield started
 
@@ -175,7 +179,9 @@ async def runtime_with(
         yield rt, imported
 
 
-async def call(rt: ToolRuntime, name: str, arguments: Any, *, signal: Any = None) -> ToolExecutionResult:
+async def call(
+    rt: ToolRuntime, name: str, arguments: Any, *, signal: Any = None
+) -> ToolExecutionResult:
     return await rt.execute(
         ToolExecutionInput(
             call_id=f"t-{next(_ids)}",
@@ -186,7 +192,9 @@ async def call(rt: ToolRuntime, name: str, arguments: Any, *, signal: Any = None
     )
 
 
-async def run_code(rt: ToolRuntime, code: str, *, signal: Any = None, agent: Any = None) -> ToolExecutionResult:
+async def run_code(
+    rt: ToolRuntime, code: str, *, signal: Any = None, agent: Any = None
+) -> ToolExecutionResult:
     return await rt.execute(
         ToolExecutionInput(
             call_id=f"t-{next(_ids)}",

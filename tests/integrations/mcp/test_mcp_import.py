@@ -79,7 +79,9 @@ async def test_is_error_is_a_failure_with_the_servers_text() -> None:
 async def test_read_only_hint_maps_to_parallel_safe() -> None:
     def mode(rt, name):
         return rt.execution_mode(
-            ToolExecutionInput(call_id="x", name=name, arguments={}, signal=AbortController().signal)
+            ToolExecutionInput(
+                call_id="x", name=name, arguments={}, signal=AbortController().signal
+            )
         )
 
     upstream = [Upstream.memory(notes_server(Recorder()))]
@@ -171,10 +173,7 @@ async def test_fan_out_over_read_only_tools_overlaps(language: str) -> None:
 async def test_fan_out_over_an_exclusive_tool_runs_one_at_a_time() -> None:
     rec = Recorder()
     async with runtime_with([Upstream.memory(notes_server(rec))], "python") as (rt, _):
-        code = (
-            "import asyncio\n"
-            "await asyncio.gather(*[tools.work({'ms': 20}) for _ in range(5)])\n"
-        )
+        code = "import asyncio\nawait asyncio.gather(*[tools.work({'ms': 20}) for _ in range(5)])\n"
         result = await run_code(rt, code)
         assert not result.is_error, result_text(result)
     assert len(rec.intervals) == 5 and max_overlap(rec.intervals) == 1
@@ -201,7 +200,9 @@ async def test_aborting_a_call_cancels_the_upstream_request() -> None:
         results = []
 
         async def go() -> None:
-            results.append(await run_code(rt, "return await tools.hang({})", signal=controller.signal))
+            results.append(
+                await run_code(rt, "return await tools.hang({})", signal=controller.signal)
+            )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)

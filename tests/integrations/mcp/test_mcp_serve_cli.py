@@ -99,9 +99,12 @@ async def test_stdio_end_to_end(tmp_path: Path, language: str) -> None:
         both = await run(client, code)
         assert not both.is_error, text_of(both)
         assert both.structured_content["result"] == ["note 5", 3]
-        failed = await run(client, "return await tools.fail({reason: 'why'})"
-                           if language == "typescript"
-                           else "return await tools.fail({'reason': 'why'})")
+        failed = await run(
+            client,
+            "return await tools.fail({reason: 'why'})"
+            if language == "typescript"
+            else "return await tools.fail({'reason': 'why'})",
+        )
         assert failed.is_error and "upstream refused: why" in text_of(failed)
         bad = await run(client, "this is not a program (")
         assert bad.is_error and "syntax" in text_of(bad)
@@ -113,11 +116,12 @@ async def test_stdio_cancellation_reaches_the_upstream(tmp_path: Path) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, client, f"return await tools.hang({{'marker': {str(marker)!r}}})")
             with anyio.fail_after(30):
-                while not marker.exists() or marker.read_text() != "started":
+                # The marker is written by the upstream process: polled, no event crosses.
+                while not marker.exists() or marker.read_text() != "started":  # noqa: ASYNC110
                     await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
         with anyio.fail_after(30):
-            while marker.read_text() != "cancelled":
+            while marker.read_text() != "cancelled":  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         after = await run(client, "return 40 + 2")
         assert not after.is_error and text_of(after) == "42"
@@ -141,7 +145,11 @@ async def test_both_mode_and_builtin_tools(tmp_path: Path) -> None:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"run_code", "get-note", "notes__slow", "read", "bash"} <= names
         note = await client.call_tool("get-note", {"id": 9})
-        assert not note.is_error and note.structured_content == {"id": 9, "title": "note 9", "tags": ["t"]}
+        assert not note.is_error and note.structured_content == {
+            "id": 9,
+            "title": "note 9",
+            "tags": ["t"],
+        }
         read = await run(client, "r = await tools.read({'file_path': 'hello.txt'})\nprint(r)")
         assert not read.is_error and "hi there" in text_of(read)
 
@@ -151,7 +159,10 @@ def http_server(tmp_path: Path, *extra: str) -> Iterator[str]:
     log = tmp_path / "serve.log"
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, *serve_args("--http", "127.0.0.1:0", "--workspace", str(tmp_path), *extra)],
+            [
+                sys.executable,
+                *serve_args("--http", "127.0.0.1:0", "--workspace", str(tmp_path), *extra),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=err,
@@ -193,7 +204,7 @@ async def test_streamable_http_end_to_end(tmp_path: Path) -> None:
             assert failed.is_error and "nope" in text_of(failed)
 
 
-async def test_usage_errors_exit_2_without_touching_stdout(tmp_path: Path) -> None:
+def test_usage_errors_exit_2_without_touching_stdout(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, *serve_args("--lang", "cobol")],
         capture_output=True,
@@ -209,3 +220,23 @@ async def test_usage_errors_exit_2_without_touching_stdout(tmp_path: Path) -> No
         timeout=60,
     )
     assert proc.returncode == 2 and "--http expects HOST:PORT" in proc.stderr
+
+
+def test_an_upstream_that_will_not_start_exits_1_naming_it() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codemode.cli",
+            "serve-mcp",
+            "-u",
+            f"broken={sys.executable} -c 'import sys; sys.exit(3)'",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert 'cannot connect to upstream "broken"' in proc.stderr

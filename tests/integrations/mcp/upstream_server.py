@@ -13,11 +13,10 @@ import time
 from typing import Annotated
 
 import anyio
-from pydantic import BaseModel, Field
-
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 flavour = sys.argv[1] if len(sys.argv) > 1 else "notes"
 server = MCPServer(f"test-{flavour}")
@@ -63,19 +62,20 @@ if flavour == "notes":
 
     @server.tool(description="Sleep for a long time, recording cancellation to a file.")
     async def hang(marker: str) -> str:
-        with open(marker, "w") as f:
-            f.write("started")
+        await anyio.Path(marker).write_text("started")
         try:
             await anyio.sleep(60)
         except anyio.get_cancelled_exc_class():
-            with open(marker, "w") as f:
-                f.write("cancelled")
+            with anyio.CancelScope(shield=True):
+                await anyio.Path(marker).write_text("cancelled")
             raise
         return "woke"
 
 else:
 
-    @server.tool(description="Count the words of a text.", annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(
+        description="Count the words of a text.", annotations=ToolAnnotations(read_only_hint=True)
+    )
     def count_words(text: str) -> int:
         return len(text.split())
 
