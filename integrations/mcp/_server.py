@@ -161,7 +161,12 @@ class CodeModeServer:
         """``run_code``'s MCP description: flavour text, then ``sdk_text()``."""
         definition = self.runtime.get("run_code", self.agent)
         assert definition is not None
-        return f"{definition.description}\n\n{self.sdk_text()}"
+        # Over MCP the declarations follow in this very description, not in a system
+        # prompt the host assembles.
+        flavour = definition.description.replace(
+            "per the declarations in the system prompt", "per the declarations below"
+        )
+        return f"{flavour}\n\n{self.sdk_text()}"
 
     def list_tools(self) -> list[Any]:
         """The MCP tool list (``mcp.types.Tool``) for the agent's mode."""

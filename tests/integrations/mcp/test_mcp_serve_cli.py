@@ -34,13 +34,13 @@ def serve_args(*extra: str) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def stdio_client(tmp_path: Path, *extra: str) -> AsyncIterator[Any]:
+async def stdio_client(tmp_path: Path, *extra: str, mode: str = "auto") -> AsyncIterator[Any]:
     params = StdioServerParameters(
         command=sys.executable,
         args=serve_args("--workspace", str(tmp_path), *extra),
         env=dict(os.environ),
     )
-    async with Client(params, mode="legacy", read_timeout_seconds=40) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=40) as client:
         yield client
 
 

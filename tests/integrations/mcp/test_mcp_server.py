@@ -19,13 +19,18 @@ pytestmark = pytest.mark.anyio
 
 @contextlib.asynccontextmanager
 async def served(
-    language: str, rec: Recorder, *, mode: str = "code", sdk_budget: int = 40_000
+    language: str,
+    rec: Recorder,
+    *,
+    mode: str = "code",
+    sdk_budget: int = 40_000,
+    client_mode: str = "legacy",
 ) -> AsyncIterator[tuple[Any, CodeModeServer]]:
     upstreams = [Upstream.memory(notes_server(rec)), Upstream.memory(text_server())]
     async with runtime_with(upstreams, language, mode=mode) as (rt, _):
         agent = rt.scope("mcp")
         server = CodeModeServer(rt, agent=agent, sdk_budget=sdk_budget)
-        async with Client(server.lowlevel_server(), mode="legacy") as client:
+        async with Client(server.lowlevel_server(), mode=client_mode) as client:
             yield client, server
 
 
@@ -50,6 +55,8 @@ async def test_code_mode_lists_run_code_carrying_the_whole_sdk(language: str) ->
         for name in ("get-note", "notes__add", "text__add", "shout.loud", "nap", "hang"):
             assert name in description
         assert "search_tools" not in description
+        assert "per the declarations below" in description
+        assert "system prompt" not in description
 
 
 async def test_both_mode_lists_every_tool_and_calls_them_natively() -> None:
@@ -105,9 +112,11 @@ async def test_failures_are_is_error_results_not_protocol_errors() -> None:
         assert bad_args.is_error and "invalid arguments" in text_of(bad_args)
 
 
-async def test_client_cancellation_aborts_the_run_and_the_upstream_call() -> None:
+@pytest.mark.parametrize("client_mode", ["legacy", "auto"])
+async def test_client_cancellation_aborts_the_run_and_the_upstream_call(client_mode: str) -> None:
+    # legacy: JSON-RPC notifications/cancelled; auto (in memory): the direct dispatcher.
     rec = Recorder()
-    async with served("python", rec) as (client, _):
+    async with served("python", rec, client_mode=client_mode) as (client, _):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, client, "return await tools.hang({})")
             await rec.hang_started.wait()
@@ -169,3 +178,19 @@ async def test_large_catalog_carries_an_index_and_discovery_works(language: str)
         assert value["limited"] == ["nap"]  # ties break by name
         assert "did you mean 'get-note'" in value["miss"]
         assert value["n"] == 2
+
+
+async def test_concurrent_programs_from_one_client_all_complete() -> None:
+    rec = Recorder()
+    async with served("python", rec) as (client, _):
+        results: dict[int, Any] = {}
+
+        async def one(i: int) -> None:
+            code = f"await tools.nap({{'ms': 50}})\nreturn {i} * 10"
+            results[i] = await run(client, code)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(one, i)
+        assert {i: text_of(r) for i, r in results.items()} == {0: "0", 1: "10", 2: "20", 3: "30"}
+        assert not any(r.is_error for r in results.values())
