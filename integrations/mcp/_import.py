@@ -451,8 +451,9 @@ async def _connected(
             try:
                 await open_one(upstream)
             except Exception as exc:
+                cause = _single_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
                 raise McpImportError(
-                    f'cannot connect to upstream "{upstream.name}": {exc}'
+                    f'cannot connect to upstream "{upstream.name}": {cause or exc}'
                 ) from exc
 
         async def list_one(name: str) -> None:

@@ -202,6 +202,17 @@ async def test_streamable_http_end_to_end(tmp_path: Path) -> None:
             assert_overlapped(await run(client, FAN_OUT["typescript"]))
             failed = await run(client, "return await tools.nope({});")
             assert failed.is_error and "nope" in text_of(failed)
+            # Cancelling over HTTP reaches the upstream too.
+            marker = tmp_path / "http-hang"
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, client, f"return await tools.hang({{marker: {str(marker)!r}}});")
+                with anyio.fail_after(30):
+                    while not marker.exists() or marker.read_text() != "started":  # noqa: ASYNC110
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+            with anyio.fail_after(30):
+                while marker.read_text() != "cancelled":  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
 
 
 def test_usage_errors_exit_2_without_touching_stdout(tmp_path: Path) -> None:
