@@ -106,16 +106,16 @@ async def _serve(
     parallel: str,
     on_collision: str,
     wire: Any,
+    limits: Any,
+    tool_timeout_ms: int | None,
 ) -> None:
     import codemode.tools as first_party
     from codemode.engine import MemorySessionLog, ToolRuntime
     from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
     from codemode.integrations.mcp import CodeModeServer, connect_upstreams
 
-    from ._compose import CLI_LIMITS, state_parent
+    from ._compose import state_parent
 
-    # A server runs many programs, some at once: two warm workers.
-    limits = msgspec.structs.replace(CLI_LIMITS, pool_size=2)
     async with contextlib.AsyncExitStack() as stack:
         import codemode.sandbox as sandbox
 
@@ -159,6 +159,7 @@ async def _serve(
                 upstreams,
                 parallel=parallel,  # type: ignore[arg-type]
                 on_collision=on_collision,  # type: ignore[arg-type]
+                timeout_ms=tool_timeout_ms,
             )
         )
         stack.callback(imported.register(runtime))
@@ -245,6 +246,20 @@ def serve_mcp_command(
             help="Same tool name on two upstreams: mangle (<upstream>__<tool>) or error.",
         ),
     ] = "mangle",
+    compute_ms: Annotated[
+        int, typer.Option("--compute-ms", min=1, help="CPU budget of one program.")
+    ] = 10_000,
+    wall_ms: Annotated[
+        int, typer.Option("--wall-ms", min=1, help="Wall-clock ceiling of one program.")
+    ] = 60_000,
+    tool_timeout_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--tool-timeout-ms",
+            min=1,
+            help="Time limit of each upstream tool call (default: none).",
+        ),
+    ] = None,
     env: Annotated[
         list[str] | None,
         typer.Option(
@@ -256,7 +271,7 @@ def serve_mcp_command(
 ) -> None:
     """Serve code mode over MCP in front of upstream MCP servers."""
     from ._app import _check_workspace, _run_async, _usage
-    from ._compose import LANGUAGE_ALIASES
+    from ._compose import CLI_LIMITS, LANGUAGE_ALIASES
 
     try:
         import mcp  # noqa: F401
@@ -296,6 +311,11 @@ def serve_mcp_command(
                 parallel=parallel,
                 on_collision=on_collision,
                 wire=wire,
+                # A server runs many programs, some at once: two warm workers.
+                limits=msgspec.structs.replace(
+                    CLI_LIMITS, pool_size=2, max_compute_ms=compute_ms, max_wall_ms=wall_ms
+                ),
+                tool_timeout_ms=tool_timeout_ms,
             )
 
         try:

@@ -220,12 +220,13 @@ def tool_definition(
     name: str | None = None,
     upstream: str = "upstream",
     parallel: ParallelPolicy = "read-only",
+    timeout_ms: float | None = None,
 ) -> ToolDefinition:
     """One raw ``ToolDefinition`` for the MCP ``tool`` (an ``mcp.types.Tool``).
 
     ``call(original_name, arguments)`` performs ``tools/call`` and returns the
-    ``CallToolResult``; ``name`` is the registered name (default: the tool's own).
-    Raises ``McpSchemaError`` when the input schema cannot be represented.
+    ``CallToolResult``; ``name`` is the registered name (default: the tool's own);
+    ``timeout_ms`` bounds each call (enforced by an installed ``TimeoutPolicy``). Raises ``McpSchemaError`` when the input schema cannot be represented.
     """
     original = tool.name
     registered = name or original
@@ -285,6 +286,7 @@ def tool_definition(
         output=ToolOutput(schema=output_schema, render=_render),
         execute=execute,
         is_concurrency_safe=(lambda _args: True) if safe else None,
+        timeout_ms=timeout_ms,
     )
 
 
@@ -394,8 +396,12 @@ async def connect_upstreams(
     on_collision: Literal["mangle", "error"] = "mangle",
     parallel: ParallelPolicy = "read-only",
     read_timeout_seconds: float | None = None,
+    timeout_ms: float | None = None,
 ) -> AsyncIterator[ImportedTools]:
     """Connect to every upstream, list its tools and yield the ``ImportedTools``.
+
+    ``timeout_ms`` is every imported tool's ``timeout_ms`` (a ``TimeoutPolicy`` on the
+    runtime enforces it; None: unbounded).
 
     The connections stay open inside the block (the definitions call through them) and
     close, subprocesses included, when it exits. Raises ``McpImportError`` for a name
@@ -405,7 +411,9 @@ async def connect_upstreams(
     if parallel not in ("read-only", "all", "none"):
         raise ValueError(f'parallel must be "read-only", "all" or "none", not {parallel!r}')
     try:
-        async with _connected(upstreams, on_collision, parallel, read_timeout_seconds) as tools:
+        async with _connected(
+            upstreams, on_collision, parallel, read_timeout_seconds, timeout_ms
+        ) as tools:
             yield tools
     except BaseExceptionGroup as group:
         # The SDK's clients run task groups, which wrap whatever crosses them (an import
@@ -432,6 +440,7 @@ async def _connected(
     on_collision: Literal["mangle", "error"],
     parallel: ParallelPolicy,
     read_timeout_seconds: float | None,
+    timeout_ms: float | None,
 ) -> AsyncIterator[ImportedTools]:
     from mcp import Client
 
@@ -477,6 +486,7 @@ async def _connected(
                     name=registered,
                     upstream=upstream_name,
                     parallel=parallel,
+                    timeout_ms=timeout_ms,
                 )
                 imported.append(
                     ImportedTool(

@@ -232,3 +232,16 @@ async def test_an_upstream_that_cannot_start_is_named() -> None:
     with pytest.raises(McpImportError, match='cannot connect to upstream "broken"'):
         async with connect_upstreams([bad]):
             pass
+
+
+async def test_timeout_ms_bounds_each_upstream_call_and_cancels_it() -> None:
+    from codemode.engine.policies import TimeoutPolicy
+
+    rec = Recorder()
+    async with runtime_with([Upstream.memory(notes_server(rec))], timeout_ms=200) as (rt, _):
+        TimeoutPolicy().install(rt)
+        assert rt.get("hang").timeout_ms == 200
+        result = await call(rt, "hang", {})
+        assert result.is_error and result.error.info.code == "TOOL_TIMEOUT"
+        with anyio.fail_after(10):
+            await rec.cancelled.wait()

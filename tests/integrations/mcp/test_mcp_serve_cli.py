@@ -127,8 +127,13 @@ async def test_stdio_cancellation_reaches_the_upstream(tmp_path: Path) -> None:
         assert not after.is_error and text_of(after) == "42"
 
 
-async def test_parallel_read_only_keeps_unhinted_tools_exclusive(tmp_path: Path) -> None:
-    async with stdio_client(tmp_path, "--parallel", "read-only") as client:
+async def test_parallel_read_only_and_tool_timeout(tmp_path: Path) -> None:
+    marker = tmp_path / "timeout-hang"
+    async with stdio_client(
+        tmp_path, "--parallel", "read-only", "--tool-timeout-ms", "300"
+    ) as client:
+        timed_out = await run(client, f"return await tools.hang({{'marker': {str(marker)!r}}})")
+        assert timed_out.is_error and "timed out after 300ms" in text_of(timed_out)
         code = (
             "import asyncio\n"
             "rs = await asyncio.gather(*[tools.notes__slow({'tag': str(i), 'ms': 30}) for i in range(4)])\n"
