@@ -10,7 +10,9 @@ In stdio mode stdout is the protocol: the real stdin/stdout are moved to private
 descriptors before anything starts (fd 0 then reads the null device and fd 1 writes to
 stderr), so a sandbox, an upstream or a library that prints cannot corrupt the wire.
 
-Concurrency: a program's sub-calls overlap up to ``--max-parallel``. ``--parallel all``
+Concurrency: a program's sub-calls overlap up to ``--max-parallel`` (32 here, above the
+engine's default 10: upstream calls wait on another process, not on this one's CPU).
+``--parallel all``
 (the default here) treats every upstream tool as parallel-safe: the upstream server
 already accepts concurrent requests from any MCP client, and a program only overlaps
 calls it starts together (``asyncio.gather`` / ``Promise.all``); ``--parallel
@@ -112,7 +114,11 @@ async def _serve(
     import codemode.tools as first_party
     from codemode.engine import MemorySessionLog, ToolRuntime
     from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
-    from codemode.integrations.mcp import CodeModeServer, connect_upstreams
+    from codemode.integrations.mcp import (
+        DISCOVERY_TOOL_NAMES,
+        CodeModeServer,
+        connect_upstreams,
+    )
 
     from ._compose import state_parent
 
@@ -160,6 +166,9 @@ async def _serve(
                 parallel=parallel,  # type: ignore[arg-type]
                 on_collision=on_collision,  # type: ignore[arg-type]
                 timeout_ms=tool_timeout_ms,
+                # Names the host registers itself: an upstream tool named like one of them
+                # is mangled rather than failing registration.
+                reserved=[*(t.name for t in runtime.sdk_tools()), *DISCOVERY_TOOL_NAMES],
             )
         )
         stack.callback(imported.register(runtime))
@@ -231,7 +240,7 @@ def serve_mcp_command(
     max_parallel: Annotated[
         int,
         typer.Option("--max-parallel", min=1, help="Most sub-calls of one program at once."),
-    ] = 10,
+    ] = 32,
     parallel: Annotated[
         str,
         typer.Option(

@@ -33,7 +33,7 @@ import contextlib
 import os
 import re
 import shlex
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -66,6 +66,8 @@ __all__ = [
 ParallelPolicy = Literal["read-only", "all", "none"]
 
 MANGLE_SEPARATOR = "__"
+# The code-mode transport's name: an upstream tool of that name is always mangled.
+RESERVED_NAME = "run_code"
 
 
 class McpToolError(HarnessError):
@@ -347,9 +349,16 @@ async def _list_all(client: Any) -> list[Any]:
 
 
 def plan_names(
-    listings: Sequence[tuple[str, Sequence[str]]], on_collision: Literal["mangle", "error"]
+    listings: Sequence[tuple[str, Sequence[str]]],
+    on_collision: Literal["mangle", "error"],
+    reserved: Iterable[str] = (),
 ) -> list[list[str]]:
-    """Registered names for ``[(upstream, [tool names])]``, in the same shape."""
+    """Registered names for ``[(upstream, [tool names])]``, in the same shape.
+
+    ``reserved`` names (``run_code`` always, plus whatever the host registers beside the
+    imported tools) collide with any upstream that lists them.
+    """
+    taken_by_host = {RESERVED_NAME, *reserved}
     seen_upstreams: set[str] = set()
     holders: dict[str, list[str]] = {}
     for upstream, names in listings:
@@ -365,15 +374,22 @@ def plan_names(
         if len(set(names)) != len(names):
             dup = next(n for n in names if list(names).count(n) > 1)
             raise McpImportError(f'upstream "{upstream}" lists tool "{dup}" twice')
-    colliding = {name: ups for name, ups in holders.items() if len(ups) > 1}
+    colliding = {
+        name: ups for name, ups in holders.items() if len(ups) > 1 or name in taken_by_host
+    }
     if colliding and on_collision == "error":
         name, ups = next(iter(colliding.items()))
+        where = (
+            f"upstreams {', '.join(repr(u) for u in ups)}"
+            if len(ups) > 1
+            else f"upstream {ups[0]!r} and is already taken by the host"
+        )
         raise McpImportError(
-            f'tool "{name}" is listed by upstreams {", ".join(repr(u) for u in ups)}; '
+            f'tool "{name}" is listed by {where}; '
             'pass on_collision="mangle" to register them as "<upstream>__<tool>"'
         )
     out: list[list[str]] = []
-    taken = {name for name in holders if name not in colliding}
+    taken = {name for name in holders if name not in colliding} | taken_by_host
     for upstream, names in listings:
         row = []
         for name in names:
@@ -397,11 +413,15 @@ async def connect_upstreams(
     parallel: ParallelPolicy = "read-only",
     read_timeout_seconds: float | None = None,
     timeout_ms: float | None = None,
+    reserved: Iterable[str] = (),
 ) -> AsyncIterator[ImportedTools]:
     """Connect to every upstream, list its tools and yield the ``ImportedTools``.
 
     ``timeout_ms`` is every imported tool's ``timeout_ms`` (a ``TimeoutPolicy`` on the
-    runtime enforces it; None: unbounded).
+    runtime enforces it; None: unbounded). ``reserved``: names the host registers beside
+    the imported tools (built-in tools, ``search_tools``, ...); an upstream tool of such a
+    name collides with the host, so it is mangled (or refused with ``"error"``), as is
+    one named ``run_code``.
 
     The connections stay open inside the block (the definitions call through them) and
     close, subprocesses included, when it exits. Raises ``McpImportError`` for a name
@@ -412,7 +432,7 @@ async def connect_upstreams(
         raise ValueError(f'parallel must be "read-only", "all" or "none", not {parallel!r}')
     try:
         async with _connected(
-            upstreams, on_collision, parallel, read_timeout_seconds, timeout_ms
+            upstreams, on_collision, parallel, read_timeout_seconds, timeout_ms, frozenset(reserved)
         ) as tools:
             yield tools
     except BaseExceptionGroup as group:
@@ -441,6 +461,7 @@ async def _connected(
     parallel: ParallelPolicy,
     read_timeout_seconds: float | None,
     timeout_ms: float | None,
+    reserved: frozenset[str],
 ) -> AsyncIterator[ImportedTools]:
     from mcp import Client
 
@@ -474,7 +495,9 @@ async def _connected(
 
         order = [u.name for u in upstreams]
         names = plan_names(
-            [(u, [t.name for t in listed[u]]) for u in order], on_collision=on_collision
+            [(u, [t.name for t in listed[u]]) for u in order],
+            on_collision=on_collision,
+            reserved=reserved,
         )
         imported: list[ImportedTool] = []
         for upstream_name, registered_names in zip(order, names, strict=True):

@@ -245,3 +245,30 @@ async def test_timeout_ms_bounds_each_upstream_call_and_cancels_it() -> None:
         assert result.is_error and result.error.info.code == "TOOL_TIMEOUT"
         with anyio.fail_after(10):
             await rec.cancelled.wait()
+
+
+async def test_names_the_host_holds_are_mangled_too() -> None:
+    import mcp.types as types
+    from mcp.server import Server
+
+    async def list_tools(_ctx, _params):
+        schema = {"type": "object", "properties": {}}
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name="run_code", description="Reserved name.", input_schema=schema),
+                types.Tool(name="read", description="Like a built-in.", input_schema=schema),
+                types.Tool(name="other", description="Free name.", input_schema=schema),
+            ]
+        )
+
+    async def call_tool(_ctx, params):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=params.name)])
+
+    server = Server("edgy", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with runtime_with([Upstream.memory(server)], reserved=["read"]) as (rt, imported):
+        assert [t.name for t in imported.tools] == ["edgy__run_code", "edgy__read", "other"]
+        result = await call(rt, "edgy__run_code", {})
+        assert not result.is_error and result.value == "run_code"  # the original name
+    with pytest.raises(McpImportError, match="already taken by the host"):
+        async with connect_upstreams([Upstream.memory(server)], on_collision="error"):
+            pass

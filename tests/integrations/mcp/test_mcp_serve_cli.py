@@ -155,6 +155,17 @@ async def test_both_mode_and_builtin_tools(tmp_path: Path) -> None:
             "title": "note 9",
             "tags": ["t"],
         }
+        # serve-mcp's default cap (32) is above the engine's 10: 12 one-second calls all
+        # overlap (by the upstream's clock).
+        wide = await run(
+            client,
+            "import asyncio\n"
+            "rs = await asyncio.gather(*[tools.tasks__slow({'tag': str(i), 'ms': 1000})"
+            " for i in range(12)])\n"
+            "return [[r['start'], r['end']] for r in rs]",
+        )
+        assert not wide.is_error, text_of(wide)
+        assert max_overlap([tuple(p) for p in wide.structured_content["result"]]) == 12
         read = await run(client, "r = await tools.read({'file_path': 'hello.txt'})\nprint(r)")
         assert not read.is_error and "hi there" in text_of(read)
 
