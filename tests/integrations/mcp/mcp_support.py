@@ -218,3 +218,23 @@ def max_overlap(intervals: Sequence[tuple[float, float]]) -> int:
 
 def result_text(result: Any) -> str:
     return "\n".join(str(b.get("text", "")) for b in result.content if b.get("type") == "text")
+
+
+@contextlib.asynccontextmanager
+async def http_served(server: MCPServer) -> AsyncIterator[str]:
+    """Serve ``server`` over streamable HTTP on a free loopback port; yield its URL."""
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    web = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(web.serve)
+        with anyio.fail_after(20):
+            while not web.started:  # noqa: ASYNC110 - uvicorn has only the flag
+                await anyio.sleep(0.02)
+        port = web.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            web.should_exit = True

@@ -10,6 +10,7 @@ import pytest
 from mcp_support import (
     Recorder,
     call,
+    http_served,
     max_overlap,
     notes_server,
     result_text,
@@ -272,3 +273,21 @@ async def test_names_the_host_holds_are_mangled_too() -> None:
     with pytest.raises(McpImportError, match="already taken by the host"):
         async with connect_upstreams([Upstream.memory(server)], on_collision="error"):
             pass
+
+
+async def test_streamable_http_upstream() -> None:
+    rec = Recorder()
+    async with http_served(notes_server(rec)) as url:
+        upstream = Upstream.http(url)
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        assert upstream.name == f"127_0_0_1_{port}_mcp"  # usable as a mangling prefix
+        async with runtime_with([upstream], "typescript") as (rt, imported):
+            assert "get-note" in [t.name for t in imported.tools]
+            code = (
+                'const r = await Promise.all([1, 2, 3].map(id => tools["get-note"]({id})));'
+                "\nreturn r.map(n => n.title);"
+            )
+            result = await run_code(rt, code)
+            assert not result.is_error, result_text(result)
+            assert result.value["result"] == ["note 1", "note 2", "note 3"]
+    assert sorted(rec.calls) == [("get-note", 1), ("get-note", 2), ("get-note", 3)]
