@@ -267,3 +267,70 @@ def test_an_upstream_that_will_not_start_exits_1_naming_it() -> None:
     )
     assert proc.returncode == 1 and proc.stdout == ""
     assert 'cannot connect to upstream "broken"' in proc.stderr
+
+
+def test_stdout_carries_only_json_rpc(tmp_path: Path) -> None:
+    import json
+
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {
+                "name": "run_code",
+                "arguments": {
+                    "code": "print('to the logs, not stdout')\nreturn await tools.count_words("
+                    "{'text': 'a b'})",
+                    "description": "Print and count",
+                },
+            },
+        },
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, *serve_args("--workspace", str(tmp_path))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    replies: list[dict[str, Any]] = []
+    for request in requests:
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        if "id" in request:
+            # Each line on stdout must be one JSON-RPC message; read until this reply.
+            while True:
+                line = proc.stdout.readline()
+                assert line, proc.stderr.read() if proc.stderr else ""
+                message = json.loads(line)
+                assert message["jsonrpc"] == "2.0"
+                replies.append(message)
+                if message.get("id") == request["id"]:
+                    break
+    proc.stdin.close()
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=30) == 0
+    assert rest == ""  # nothing after the last reply either
+    proc.stdout.close()
+    assert proc.stderr is not None
+    assert "codemode serve-mcp: 8 tools from 2 upstream(s)" in proc.stderr.read()
+    proc.stderr.close()
+    by_id = {m["id"]: m for m in replies if "id" in m}
+    assert [t["name"] for t in by_id[2]["result"]["tools"]] == ["run_code"]
+    call = by_id[3]["result"]
+    assert call["isError"] is False
+    assert call["content"][0]["text"] == "to the logs, not stdout\n2"
