@@ -112,7 +112,7 @@ async def _serve(
     tool_timeout_ms: int | None,
 ) -> None:
     import codemode.tools as first_party
-    from codemode.engine import MemorySessionLog, ToolRuntime
+    from codemode.engine import ToolRuntime
     from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
     from codemode.integrations.mcp import (
         DISCOVERY_TOOL_NAMES,
@@ -172,7 +172,8 @@ async def _serve(
             )
         )
         stack.callback(imported.register(runtime))
-        agent = runtime.scope("mcp", session=MemorySessionLog())
+        # No session log: a long-lived server would keep every run's events in memory.
+        agent = runtime.scope("mcp")
         server = CodeModeServer(runtime, agent=agent, sdk_budget=sdk_budget)
         stack.callback(server.close)
         sys.stderr.write(
