@@ -6,8 +6,10 @@ Three catalogs:
   (``tests/integrations/mcp/upstream_server.py notes|tasks``, pydantic-generated schemas
   with ``$defs``), imported over stdio exactly as ``codemode serve-mcp`` does;
 - ``builtin``: codemode's built-in tools (hand-written, richly described schemas);
-- ``large``: the built-in tools repeated under 12 prefixes (~130 tools), past the
-  default 40,000-character budget, so ``run_code`` carries the compact index.
+- ``large``: the built-in tools repeated under 12 prefixes (132 tools), past the
+  default 40,000-character budget, so ``run_code`` carries the compact index. Every
+  description in a copy's schemas is tagged with its prefix: the SDK declares a type
+  shared by identical schemas once, and copies that were identical would flatter it.
 
 For each: the native size (the JSON tool list a native client sends: MCP
 ``name``/``description``/``inputSchema``, once without and once with ``outputSchema``),
@@ -31,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from codemode.engine import ToolDefinition, ToolRuntime
+from codemode.engine import ToolDefinition, ToolOutput, ToolRuntime
 from codemode.engine.json import thaw
 from codemode.integrations.mcp import CodeModeServer, Upstream, connect_upstreams
 from codemode.tools import default_tools
@@ -95,6 +97,19 @@ def measure(
         print(f"  {name:<48} {len(body):>9,} chars {tokens}")
 
 
+def _tagged(schema: Any, tag: str) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _tagged(v, tag) for k, v in schema.items() if k != "description"}
+        if isinstance(schema.get("description"), str):
+            out["description"] = f"{schema['description']} [{tag}]"
+        if isinstance(schema.get("properties"), dict):
+            out["properties"] = {k: _tagged(v, tag) for k, v in schema["properties"].items()}
+        return out
+    if isinstance(schema, list):
+        return [_tagged(v, tag) for v in schema]
+    return schema
+
+
 def builtin_definitions(workspace: Path, prefix: str = "") -> list[ToolDefinition]:
     out = []
     for d in default_tools(workspace):
@@ -102,8 +117,10 @@ def builtin_definitions(workspace: Path, prefix: str = "") -> list[ToolDefinitio
             d = ToolDefinition(
                 name=f"{prefix}_{d.name}",
                 description=d.description,
-                parameters=d.parameters,
-                output=d.output,
+                parameters=_tagged(thaw(d.parameters), prefix),
+                output=ToolOutput(
+                    schema=_tagged(thaw(d.output.schema), prefix), render=d.output.render
+                ),
                 execute=d.execute,
             )
         out.append(d)
