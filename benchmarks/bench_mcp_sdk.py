@@ -147,7 +147,7 @@ async def main() -> None:
         Upstream.stdio([sys.executable, str(SCRIPT), "notes"]),
         Upstream.stdio([sys.executable, str(SCRIPT), "tasks"]),
     ]
-    async with connect_upstreams(upstreams) as imported:
+    async with connect_upstreams(upstreams, on_unsupported="skip") as imported:
         native = [
             t.native.model_dump(
                 by_alias=True,

@@ -169,8 +169,12 @@ async def _serve(
                 # Names the host registers itself: an upstream tool named like one of them
                 # is mangled rather than failing registration.
                 reserved=[*(t.name for t in runtime.sdk_tools()), *DISCOVERY_TOOL_NAMES],
+                # One tool with an unrepresentable schema must not keep the rest out.
+                on_unsupported="skip",
             )
         )
+        for problem in imported.skipped:
+            sys.stderr.write(f"codemode serve-mcp: skipped: {problem}\n")
         stack.callback(imported.register(runtime))
         # No session log: a long-lived server would keep every run's events in memory.
         agent = runtime.scope("mcp")

@@ -306,11 +306,21 @@ class ImportedTool(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ImportedTools:
-    """The tools of every connected upstream (``connect_upstreams`` yields one)."""
+    """The tools of every connected upstream (``connect_upstreams`` yields one).
 
-    def __init__(self, tools: list[ImportedTool], clients: dict[str, Any]) -> None:
+    ``skipped`` holds the ``McpSchemaError`` of each tool left out under
+    ``on_unsupported="skip"`` (its ``tool`` names it).
+    """
+
+    def __init__(
+        self,
+        tools: list[ImportedTool],
+        clients: dict[str, Any],
+        skipped: list[McpSchemaError] | None = None,
+    ) -> None:
         self.tools = tools
         self.clients = clients
+        self.skipped = list(skipped or [])
 
     @property
     def definitions(self) -> list[ToolDefinition]:
@@ -414,6 +424,7 @@ async def connect_upstreams(
     read_timeout_seconds: float | None = None,
     timeout_ms: float | None = None,
     reserved: Iterable[str] = (),
+    on_unsupported: Literal["error", "skip"] = "error",
 ) -> AsyncIterator[ImportedTools]:
     """Connect to every upstream, list its tools and yield the ``ImportedTools``.
 
@@ -421,7 +432,8 @@ async def connect_upstreams(
     runtime enforces it; None: unbounded). ``reserved``: names the host registers beside
     the imported tools (built-in tools, ``search_tools``, ...); an upstream tool of such a
     name collides with the host, so it is mangled (or refused with ``"error"``), as is
-    one named ``run_code``.
+    one named ``run_code``. ``on_unsupported="skip"`` leaves out a tool whose input schema
+    cannot be represented (its error is kept in ``skipped``) instead of raising.
 
     The connections stay open inside the block (the definitions call through them) and
     close, subprocesses included, when it exits. Raises ``McpImportError`` for a name
@@ -432,7 +444,13 @@ async def connect_upstreams(
         raise ValueError(f'parallel must be "read-only", "all" or "none", not {parallel!r}')
     try:
         async with _connected(
-            upstreams, on_collision, parallel, read_timeout_seconds, timeout_ms, frozenset(reserved)
+            upstreams,
+            on_collision,
+            parallel,
+            read_timeout_seconds,
+            timeout_ms,
+            frozenset(reserved),
+            on_unsupported,
         ) as tools:
             yield tools
     except BaseExceptionGroup as group:
@@ -462,6 +480,7 @@ async def _connected(
     read_timeout_seconds: float | None,
     timeout_ms: float | None,
     reserved: frozenset[str],
+    on_unsupported: Literal["error", "skip"],
 ) -> AsyncIterator[ImportedTools]:
     from mcp import Client
 
@@ -500,17 +519,24 @@ async def _connected(
             reserved=reserved,
         )
         imported: list[ImportedTool] = []
+        skipped: list[McpSchemaError] = []
         for upstream_name, registered_names in zip(order, names, strict=True):
             client = clients[upstream_name]
             for tool, registered in zip(listed[upstream_name], registered_names, strict=True):
-                definition = tool_definition(
-                    tool,
-                    client.call_tool,
-                    name=registered,
-                    upstream=upstream_name,
-                    parallel=parallel,
-                    timeout_ms=timeout_ms,
-                )
+                try:
+                    definition = tool_definition(
+                        tool,
+                        client.call_tool,
+                        name=registered,
+                        upstream=upstream_name,
+                        parallel=parallel,
+                        timeout_ms=timeout_ms,
+                    )
+                except McpSchemaError as exc:
+                    if on_unsupported == "error":
+                        raise
+                    skipped.append(exc)
+                    continue
                 imported.append(
                     ImportedTool(
                         name=registered,
@@ -520,4 +546,4 @@ async def _connected(
                         native=tool,
                     )
                 )
-        yield ImportedTools(imported, clients)
+        yield ImportedTools(imported, clients, skipped)

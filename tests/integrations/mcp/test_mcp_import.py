@@ -23,6 +23,7 @@ from mcp_support import (
 from codemode.engine import AbortController, ToolExecutionInput
 from codemode.integrations.mcp import (
     McpImportError,
+    McpSchemaError,
     Upstream,
     connect_upstreams,
     mangle,
@@ -219,9 +220,14 @@ async def test_stdio_subprocess_upstream_with_an_explicit_environment() -> None:
     env = {"PATH": "/usr/bin:/bin", "CODEMODE_MCP_PROBE": "seen-upstream"}
     upstream = stdio_upstream("tasks", env=env)
     assert upstream.target.env == env  # exactly what was given
-    async with runtime_with([upstream]) as (rt, imported):
+    with pytest.raises(McpSchemaError, match=r'MCP tool "odd".*keyword "not"'):
+        async with connect_upstreams([upstream]):
+            pass
+    async with runtime_with([upstream], on_unsupported="skip") as (rt, imported):
         assert imported.tools[0].upstream == "tasks"
         assert {t.name for t in imported.tools} == {"slow", "env", "count_words"}
+        # "odd" has a schema with "not": skipped by name.
+        assert [e.tool for e in imported.skipped] == ["odd"]
         probe = await call(rt, "env", {"name": "CODEMODE_MCP_PROBE"})
         assert not probe.is_error and probe.value == "seen-upstream"
         words = await call(rt, "count_words", {"text": "a b c"})

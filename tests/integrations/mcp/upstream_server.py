@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 flavour = sys.argv[1] if len(sys.argv) > 1 else "notes"
 server = MCPServer(f"test-{flavour}")
@@ -78,6 +78,10 @@ else:
     )
     def count_words(text: str) -> int:
         return len(text.split())
+
+    @server.tool(description="Takes anything but null: a schema codemode cannot represent.")
+    def odd(value: Annotated[Any, WithJsonSchema({"not": {"type": "null"}})]) -> str:
+        return "never imported"
 
 
 if __name__ == "__main__":
