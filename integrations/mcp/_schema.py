@@ -20,6 +20,8 @@ into that subset, one rule per keyword family:
   keywords that apply to its type); ``anyOf`` becomes ``oneOf`` when its branches are
   mutually exclusive by type (``X | null``), and a one-branch ``anyOf``/``oneOf``/
   ``allOf`` is merged into its node; ``nullable: true`` (OpenAPI) becomes ``X | null``;
+  an ``anyOf``/``oneOf`` whose branches only list ``required`` names ("give a or b") is
+  dropped and noted as ``(requires a or b)``;
 - a property listed in ``required`` but not declared is declared as any value;
 - the boolean schema ``true`` becomes ``{}``.
 
@@ -259,6 +261,12 @@ class _Normalizer:
 
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
+                alternatives = _required_alternatives(schema[keyword])
+                if alternatives is not None:
+                    # "Give a or b": a constraint on which properties are present, which
+                    # is not enforced; its meaning moves into the description.
+                    notes.append(f"requires {alternatives}")
+                    continue
                 body = self.merge(self.union(schema, keyword, path), body, path)
 
         if schema.get("nullable") is True and body.get("type") != "null":
@@ -311,7 +319,8 @@ class _Normalizer:
                 out["additionalProperties"] = extra
             elif extra is not None:
                 values = self.node(extra, f"{path}.additionalProperties")
-                notes.append(f"values: {_type_summary(values)}")
+                if values:  # ``{}``: any value, which an open object already allows
+                    notes.append(f"values: {_type_summary(values)}")
         elif type_value is None and "items" in schema:
             out["type"] = "array"
         if out.get("type") == "array" and "items" in schema:
@@ -400,6 +409,21 @@ class _Normalizer:
                 only = out.pop("oneOf")[0]
                 out = {**only, **{k: v for k, v in out.items() if k in _ANNOTATIONS}}
         return out
+
+
+def _required_alternatives(branches: Any) -> str | None:
+    """``"a or b+c"`` when every branch only lists ``required`` names; else None."""
+    if not isinstance(branches, list) or len(branches) < 2:
+        return None
+    options = []
+    for branch in branches:
+        if not isinstance(branch, Mapping) or set(branch) != {"required"}:
+            return None
+        names = branch["required"]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            return None
+        options.append("+".join(names))
+    return " or ".join(options)
 
 
 def _json_type_matches(value: Any, name: str) -> bool:

@@ -129,6 +129,19 @@ def test_anyof_becomes_oneof_only_when_disjoint() -> None:
         normalize_schema(obj(v={"anyOf": [{}, {"type": "string"}]}), tool="t")
 
 
+def test_required_alternatives_become_a_note() -> None:
+    out = norm(
+        {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+            "anyOf": [{"required": ["id"]}, {"required": ["name", "owner"]}],
+        }
+    )
+    assert out["description"] == "(requires id or name+owner)"
+    assert "oneOf" not in out and "anyOf" not in out
+    assert set(out["properties"]) == {"id", "name"}
+
+
 def test_oneof_passes_and_nullable_adds_null() -> None:
     schema = obj(v={"oneOf": [{"type": "string"}, obj(a={"type": "integer"})]})
     assert norm(schema)["properties"]["v"]["oneOf"][1]["type"] == "object"
@@ -180,6 +193,7 @@ def test_additional_properties_schema_becomes_a_note() -> None:
     out = norm({"type": "object", "additionalProperties": {"type": "integer"}})
     assert out == {"type": "object", "description": "(values: integer)"}
     assert norm({"type": "object", "additionalProperties": False})["additionalProperties"] is False
+    assert norm({"type": "object", "additionalProperties": {}}) == {"type": "object"}
 
 
 def test_required_but_undeclared_is_declared_as_any() -> None:
