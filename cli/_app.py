@@ -40,6 +40,7 @@ from ._compose import (
     state_parent,
 )
 from ._log import log_command
+from ._serve_mcp import serve_mcp_command
 
 __all__ = ["app", "main"]
 
@@ -412,6 +413,9 @@ def list_tools(
 
 
 app.command("log", short_help="Print a session file's tool calls as cards.")(log_command)
+app.command("serve-mcp", short_help="Serve code mode over MCP in front of MCP servers.")(
+    serve_mcp_command
+)
 
 
 @app.command(short_help="Run the benchmarks and print their numbers.")

@@ -17,6 +17,7 @@ PACKAGES = [
     "codemode.engine.json",
     "codemode.engine.code_mode",
     "codemode.cli",
+    "codemode.integrations.mcp",
     "codemode.sdk_gen",
     "codemode.sandbox",
     "codemode.tools",
