@@ -29,7 +29,7 @@ from ..worker._boundary import BoundarySpec
 from ..worker._frames import FrameBuffer, ReadyFrame
 from ._forkserver_client import ExitBox, ForkServerClient, ForkServerError
 
-__all__ = ["PoolStats", "Worker", "WorkerPool"]
+__all__ = ["PoolStats", "Worker", "WorkerPool", "cpu_ns"]
 
 _log = logging.getLogger("sandbox")
 
@@ -50,7 +50,7 @@ class PoolStats(msgspec.Struct, kw_only=True):
 class Worker:
     """A forked worker: pid, the host end of its bridge, and its exit report."""
 
-    __slots__ = ("buffer", "exit", "notes", "pid", "pidfd", "sock")
+    __slots__ = ("buffer", "cpu_ns", "exit", "notes", "pid", "pidfd", "sock")
 
     def __init__(self, pid: int, sock: socket.socket, exit_box: ExitBox, frame_bytes: int):
         self.pid = pid
@@ -58,6 +58,10 @@ class Worker:
         self.exit = exit_box
         self.buffer = FrameBuffer(frame_bytes)
         self.notes: list[str] = []
+        # CPU time when it reported ``ready``: the baseline of its run's compute budget,
+        # read here, off the run's path. An idle worker blocks on its socket, so nothing
+        # runs between the two (and anything that did would count against the run).
+        self.cpu_ns: int | None = None
         self.pidfd: int | None = None
         try:
             self.pidfd = os.pidfd_open(pid)
@@ -225,6 +229,7 @@ class WorkerPool:
             worker.close()
             raise
         worker.notes = ready.notes
+        worker.cpu_ns = cpu_ns(pid)
         for note in ready.notes:
             self._note(note)
         self.stats.workers_started += 1
@@ -278,3 +283,19 @@ class WorkerPool:
         if note not in self._logged_notes:
             self._logged_notes.add(note)
             _log.warning("sandbox boundary degraded: %s", note)
+
+
+def cpu_ns(pid: int) -> int | None:
+    """CPU time of ``pid`` in nanoseconds (``schedstat``, falling back to ``stat``)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+        return int(ticks * 1e9 / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None

@@ -79,7 +79,7 @@ from ..worker._frames import (
 from ._bridge import HostBridge, HostFrame
 from ._forkserver_client import ForkServerError
 from ._ledger import OutputLedger, json_value_length
-from ._pool import Worker, WorkerPool
+from ._pool import Worker, WorkerPool, cpu_ns
 
 __all__ = ["RunSupervisor"]
 
@@ -139,6 +139,7 @@ class RunSupervisor:
         # task group would: cancelled and awaited when it ends, a crash re-raised.
         self._relay_tasks: set[asyncio.Task[None]] = set()
         self._relay_crash: BaseException | None = None
+        self._timer: asyncio.TimerHandle | None = None  # the watchdog's next check
         self._outcome: _Outcome | None = None
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -178,6 +179,8 @@ class RunSupervisor:
                     # event-loop iteration on the path of every run.
                     await self._drive(pool)
         finally:
+            if self._timer is not None:
+                self._timer.cancel()
             try:
                 await self._end_relays()
             finally:
@@ -229,8 +232,7 @@ class RunSupervisor:
             self._tg.start_soon,
             max_depth=self.limits.max_nesting_depth,
         )
-        baseline = _cpu_ns(worker.pid)
-        self._tg.start_soon(self._read, bridge)
+        baseline = worker.cpu_ns if worker.cpu_ns is not None else cpu_ns(worker.pid)
         frame = RunFrame(
             guest=self.guest,
             program=self.request.program,
@@ -256,23 +258,60 @@ class RunSupervisor:
         if not bridge.send(frame, flush=True):
             self.settle("exception", "program is too large for the bridge")
             return
-        await self._watchdog(worker.pid, baseline or 0)
+        loop = _asyncio_loop()
+        if loop is not None:
+            # On asyncio the watchdog is a timer chain and the reader runs here: no task
+            # spawn on the path of every run (a tenth of a warm start's host time).
+            self._arm_watchdog(loop, worker.pid, baseline or 0)
+            await self._read(bridge)
+        else:
+            self._tg.start_soon(self._read, bridge)
+            await self._watchdog(worker.pid, baseline or 0)
 
-    async def _watchdog(self, pid: int, baseline: int) -> None:
+    def _watch(self, pid: int, baseline: int) -> Any:
+        """The watchdog's check: the delay to the next one, or None once it settled."""
         budget_ns = self.limits.max_compute_ms * 1e6 + self.compute_grace_s * 1e9
         deadline = time.monotonic() + self.limits.max_wall_ms / 1000
-        while True:
+        first = True
+
+        def check() -> float | None:
+            nonlocal first
+            if self._outcome is not None:
+                return None
+            if not first:
+                used = cpu_ns(pid)
+                if used is not None and used - baseline > budget_ns:
+                    self.settle("timeout", self._compute_message())
+                    return None
+            first = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.settle(
                     "timeout", f"wall-clock ceiling reached ({_ms(self.limits.max_wall_ms)}ms)"
                 )
+                return None
+            return min(_POLL_S, remaining)
+
+        return check
+
+    async def _watchdog(self, pid: int, baseline: int) -> None:
+        check = self._watch(pid, baseline)
+        while (delay := check()) is not None:
+            await anyio.sleep(delay)
+
+    def _arm_watchdog(self, loop: asyncio.AbstractEventLoop, pid: int, baseline: int) -> None:
+        check = self._watch(pid, baseline)
+
+        def tick() -> None:
+            try:
+                delay = check()
+            except Exception as exc:  # fail closed: a run is never left unwatched
+                self.settle("worker-exit", f"run watchdog failed: {exc}")
                 return
-            await anyio.sleep(min(_POLL_S, remaining))
-            used = _cpu_ns(pid)
-            if used is not None and used - baseline > budget_ns:
-                self.settle("timeout", self._compute_message())
-                return
+            if delay is not None:
+                self._timer = loop.call_later(delay, tick)
+
+        tick()
 
     def _compute_message(self) -> str:
         return f"compute budget exhausted ({_ms(self.limits.max_compute_ms)}ms busy)"
@@ -492,19 +531,3 @@ def _args_bytes(frame: CallFrame, size: int) -> int:
     """JSON bytes of a call's arguments: its payload less the envelope around ``args``."""
     envelope = len(encode_payload(msgspec.structs.replace(frame, args=None))) - len(b"null")
     return max(size - envelope, 0)
-
-
-def _cpu_ns(pid: int) -> int | None:
-    """CPU time of ``pid`` in nanoseconds (``schedstat``, falling back to ``stat``)."""
-    try:
-        with open(f"/proc/{pid}/schedstat", "rb") as handle:
-            return int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12])
-        return int(ticks * 1e9 / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return None
