@@ -296,7 +296,10 @@ class RunSupervisor:
 
     async def _watchdog(self, pid: int, baseline: int) -> None:
         check = self._watch(pid, baseline)
-        while (delay := check()) is not None:
+        while True:
+            delay = check()
+            if delay is None:
+                return
             await anyio.sleep(delay)
 
     def _arm_watchdog(self, loop: asyncio.AbstractEventLoop, pid: int, baseline: int) -> None:
