@@ -88,6 +88,25 @@ async def test_lone_surrogates(run: Run) -> None:
     assert ok(await run(program)) == ["\U0001f600", "\\ud800"]
 
 
+async def test_control_characters_cross_the_poll_reply_intact(run: Run) -> None:
+    # The poll reply carries each call's arguments after a U+0001 separator; JSON text
+    # never holds a raw control character, so none in a value can split it.
+    seen: list[object] = []
+
+    async def record(args: object) -> object:
+        seen.append(args)
+        return args
+
+    program = """
+    const s = Array.from({length: 32}, (_, i) => String.fromCharCode(i)).join('') + 'end'
+    const [a, b] = await Promise.all([tools.record({s}), tools.record({k: [s, '\\u0001']})])
+    return [a.s === s, b.k[0] === s, b.k[1]]
+    """
+    assert ok(await run(program, tools={"record": record})) == [True, True, "\x01"]
+    text = "".join(chr(i) for i in range(32)) + "end"
+    assert seen == [{"s": text}, {"k": [text, "\x01"]}]
+
+
 async def test_no_arguments_mean_an_empty_object_and_no_error_code(run: Run) -> None:
     program = """
     const out = []
