@@ -44,18 +44,20 @@ def nested(depth: int, leaf: Any = "leaf") -> Any:
 
 @pytest.fixture
 def tiny_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Slices of a few bytes, so values are cut at every level.
+    # Slices of a few bytes, so values are cut at every level (and no container is
+    # "few members", which would be decoded whole).
     monkeypatch.setattr(frames, "_SLICE_BYTES", 8)
+    monkeypatch.setattr(frames, "_FEW_MEMBERS", 0)
 
 
 @contextmanager
 def slices_of(size: int) -> Iterator[None]:
-    saved = frames._SLICE_BYTES
-    frames._SLICE_BYTES = size
+    saved = frames._SLICE_BYTES, frames._FEW_MEMBERS
+    frames._SLICE_BYTES, frames._FEW_MEMBERS = size, 0
     try:
         yield
     finally:
-        frames._SLICE_BYTES = saved
+        frames._SLICE_BYTES, frames._FEW_MEMBERS = saved
 
 
 @settings(max_examples=300)
@@ -171,3 +173,23 @@ def test_frame_buffer_collects_large_frames_in_pieces(
     assert out == [f for f in frames_in if len(f) <= 2_000]
     assert buffer.pending == 0
     assert buffer.oversized == sum(len(f) > 2_000 for f in frames_in)
+
+
+def test_a_big_value_of_few_members_is_decoded_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 1 MB string argument: slicing it cost 15 ms of regex scanning; whole, it is one
+    # msgspec call. Many members still go through the slicer.
+    pieces: list[int] = []
+    original = frames._whole
+
+    def counting(data: bytes, depth: int, max_depth: int | None) -> object:
+        pieces.append(len(data))
+        return original(data, depth, max_depth)
+
+    monkeypatch.setattr(frames, "_whole", counting)
+    few = {"s": "a" * 1_000_000, "t": ["x\\\"y" * 50_000, 1, None]}
+    assert loads_sliced(msgspec.json.encode(few)) == few
+    assert len(pieces) == 1
+    pieces.clear()
+    many = {"k": list(range(100_000))}
+    assert loads_sliced(msgspec.json.encode(many)) == many
+    assert len(pieces) > 1
