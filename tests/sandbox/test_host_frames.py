@@ -186,7 +186,7 @@ def test_a_big_value_of_few_members_is_decoded_whole(monkeypatch: pytest.MonkeyP
         return original(data, depth, max_depth)
 
     monkeypatch.setattr(frames, "_whole", counting)
-    few = {"s": "a" * 1_000_000, "t": ["x\\\"y" * 50_000, 1, None]}
+    few = {"s": "a" * 1_000_000, "t": ['x\\"y' * 50_000, 1, None]}
     assert loads_sliced(msgspec.json.encode(few)) == few
     assert len(pieces) == 1
     pieces.clear()
