@@ -117,7 +117,9 @@ def main(config_json: str) -> None:
     # Workers enter their root through this descriptor, never by path: what they chroot
     # into is the directory (or tmpfs) set up here, whatever happens to the path later.
     root_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    gc.collect()
+    # Freeze without a full collection first: collecting took 10-15 ms of every cold
+    # start, and what it would free is shared with the workers, never touched (frozen
+    # objects are invisible to their collector) and gone with the server.
     gc.freeze()
     _Server(ctrl, config, workdir, root_fd, isolation).serve()
 
