@@ -129,6 +129,17 @@ class ProcessRuntime:
             # Not inside the shield: the pool's task group must exit as the current scope.
             await self._pool.aclose()
 
+    async def wait_ready(self) -> None:
+        """Wait until ``Limits.pool_size`` workers are forked, locked down and idle.
+
+        For latency-sensitive moments (and benchmarks): a run that finds a ready worker
+        skips the fork. Bound it with ``anyio.move_on_after`` (the pool keeps filling in
+        the background either way). Raises ``RuntimeError`` when not started or closed.
+        """
+        if self._pool is None or self._closed:
+            raise RuntimeError(f"{type(self).__name__} is not started: use `async with`")
+        await self._pool.wait_full()
+
     async def run(self, request: CodeRunRequest) -> CodeRunResult:
         """Run ``request.program``; failures are reported in the result, not raised."""
         validate_bindings(request.bindings)

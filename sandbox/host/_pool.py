@@ -279,6 +279,15 @@ class WorkerPool:
                     stale.close()
                     self.stats.dead_discarded += 1
 
+    async def wait_full(self) -> None:
+        """Wait until ``size`` workers are idle; ``RuntimeError`` if the pool closes."""
+        while len(self._idle) < self._size:
+            if self._closed:
+                raise RuntimeError("worker pool is closed")
+            self._want.set()
+            # Polled: a fill takes a few fork round trips, and this is not a hot path.
+            await anyio.sleep(0.002)
+
     def _note(self, note: str) -> None:
         if note not in self._logged_notes:
             self._logged_notes.add(note)

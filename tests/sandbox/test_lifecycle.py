@@ -157,3 +157,26 @@ async def test_run_requires_the_context_manager() -> None:
 
     with pytest.raises(RuntimeError, match="not started"):
         await PythonRuntime().run(CodeRunRequest("return 1", [], AbortController().signal))
+
+
+async def test_wait_ready_fills_the_pool_so_the_next_runs_skip_the_fork() -> None:
+    from codemode.engine import AbortController, CodeRunRequest
+
+    async with PythonRuntime(Limits(pool_size=2)) as runtime:
+        for _ in range(3):  # drain the pool
+            assert (
+                ok(await runtime.run(CodeRunRequest("return 1", [], AbortController().signal))) == 1
+            )
+        with anyio.fail_after(30):
+            await runtime.wait_ready()
+        cold = runtime.stats.pool.cold_checkouts
+        for _ in range(2):
+            assert (
+                ok(await runtime.run(CodeRunRequest("return 1", [], AbortController().signal))) == 1
+            )
+        assert runtime.stats.pool.cold_checkouts == cold
+
+
+async def test_wait_ready_needs_a_started_runtime() -> None:
+    with pytest.raises(RuntimeError, match="not started"):
+        await PythonRuntime().wait_ready()
