@@ -1,0 +1,106 @@
+"""The environment header of a report, and which peers this run can measure.
+
+Peers are optional (the ``bench`` extra): each is probed by importing it, and one that
+cannot be imported or was disabled (``--no-peer NAME`` or ``CODEMODE_BENCH_NO_PEERS``, a
+comma-separated list, which children inherit) is reported as ``"missing: <why>"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+from ._model import FLOOR, MONTY, SMOLAGENTS
+
+__all__ = ["DISABLE_ENV", "PEER_MODULES", "environment", "peer_status"]
+
+DISABLE_ENV = "CODEMODE_BENCH_NO_PEERS"
+#: peer -> (module imported to use it, distribution whose version the header shows)
+PEER_MODULES = {
+    MONTY: ("pydantic_monty", "pydantic-monty"),
+    SMOLAGENTS: ("smolagents.local_python_executor", "smolagents"),
+}
+_DISTRIBUTIONS = (
+    "codemode",
+    "pydantic-monty",
+    "smolagents",
+    "anyio",
+    "msgspec",
+    "quickjs-ng",
+    "RestrictedPython",
+    "matplotlib",
+    "jsonschema",
+)
+
+
+def disabled_peers() -> set[str]:
+    """Peers switched off through ``CODEMODE_BENCH_NO_PEERS``."""
+    return {p.strip() for p in os.environ.get(DISABLE_ENV, "").split(",") if p.strip()}
+
+
+def peer_status() -> dict[str, str]:
+    """Peer -> ``"ok"`` or ``"missing: <why>"`` (importing each available one)."""
+    off = disabled_peers()
+    status: dict[str, str] = {}
+    for peer, (module, _dist) in PEER_MODULES.items():
+        if peer in off:
+            status[peer] = f"missing: disabled ({DISABLE_ENV} / --no-peer)"
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # ImportError, or a broken install of an optional peer
+            status[peer] = (
+                f"missing: {module} not importable ({type(exc).__name__}: {exc}); pip install 'codemode[bench]'"
+            )
+        else:
+            status[peer] = "ok"
+    status[FLOOR] = "ok" if FLOOR not in off else f"missing: disabled ({DISABLE_ENV} / --no-peer)"
+    return status
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def environment(*, seed: int, runs: int, quick: bool, suites: list[str]) -> dict[str, Any]:
+    """What a reader needs to reproduce or discount the numbers."""
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average": _load(),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "kernel": platform.release(),
+        "platform": platform.platform(),
+        "packages": {d: _version(d) for d in _DISTRIBUTIONS},
+        "seed": seed,
+        "runs": runs,
+        "quick": quick,
+        "suites": suites,
+    }
