@@ -16,7 +16,7 @@ from typing import Any
 
 from ._model import FLOOR, MONTY, SMOLAGENTS
 
-__all__ = ["DISABLE_ENV", "PEER_MODULES", "environment", "peer_status"]
+__all__ = ["DISABLE_ENV", "PEER_MODULES", "environment", "peer_status", "probe_peers"]
 
 DISABLE_ENV = "CODEMODE_BENCH_NO_PEERS"
 #: peer -> (module imported to use it, distribution whose version the header shows)
@@ -60,6 +60,36 @@ def peer_status() -> dict[str, str]:
             status[peer] = "ok"
     status[FLOOR] = "ok" if FLOOR not in off else f"missing: disabled ({DISABLE_ENV} / --no-peer)"
     return status
+
+
+async def probe_peers(status: dict[str, str]) -> dict[str, str]:
+    """``status`` with every importable peer also made to run ``1`` once: one that imports
+    but cannot run here (pydantic-monty without its ``monty`` binary) is missing too."""
+    import anyio
+
+    probed = dict(status)
+    if probed.get(MONTY) == "ok":
+        try:
+            import pydantic_monty
+
+            with anyio.fail_after(60):
+                async with pydantic_monty.AsyncMonty(min_processes=1) as monty:
+                    async with monty.checkout() as session:
+                        if await session.feed_run("1") != 1:
+                            raise RuntimeError("`1` did not evaluate to 1")
+        except Exception as exc:
+            probed[MONTY] = f"missing: cannot run here ({type(exc).__name__}: {exc})"
+    if probed.get(SMOLAGENTS) == "ok":
+        try:
+            from smolagents.local_python_executor import LocalPythonExecutor
+
+            executor = LocalPythonExecutor([], timeout_seconds=None)
+            executor.send_tools({})
+            if executor("1").output != 1:
+                raise RuntimeError("`1` did not evaluate to 1")
+        except Exception as exc:
+            probed[SMOLAGENTS] = f"missing: cannot run here ({type(exc).__name__}: {exc})"
+    return probed
 
 
 def _version(dist: str) -> str | None:

@@ -34,7 +34,7 @@ from . import (
     _suite_startup,
 )
 from ._common import BenchContext
-from ._env import DISABLE_ENV, PEER_MODULES, environment, peer_status
+from ._env import DISABLE_ENV, PEER_MODULES, environment, peer_status, probe_peers
 from ._model import FLOOR, Report, SuiteResult
 from ._targets import apply_targets
 
@@ -118,6 +118,7 @@ def run_bench(options: BenchOptions, *, console: Console | None = None) -> Repor
     )
 
     async def main() -> None:
+        peers.update(await probe_peers(peers))
         overall = progress.add_task("[bold]suites", total=len(names))
         for name in names:
             task = progress.add_task(f"  {name}", total=None)
