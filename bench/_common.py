@@ -9,8 +9,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -70,6 +70,17 @@ class BenchContext:
         self._step = step
         self._on_plan = on_plan
         self.planned = 0
+        #: peer -> why it failed in the current suite (the runner copies it into the result).
+        self.failures: dict[str, str] = {}
+
+    @contextmanager
+    def guard(self, peer: str) -> Iterator[None]:
+        """Around one peer's measurements: a failure marks the peer failed in this suite
+        (what it measured before stays) instead of failing the suite."""
+        try:
+            yield
+        except Exception as exc:
+            self.failures[peer] = f"missing: failed here ({type(exc).__name__}: {str(exc)[:200]})"
 
     def has(self, peer: str) -> bool:
         """Whether ``peer`` can be measured in this run."""
@@ -141,7 +152,8 @@ class CodeMode:
         self.rt = ToolRuntime(mode="code", max_parallel_sub_calls=cap, code_runtime=runtime)
         for definition in tools:
             self.rt.register(definition)
-        self.session = MemorySessionLog(max_inline_bytes=None)
+        # The default retention bound, as a host would run it (host-load measures RSS).
+        self.session = MemorySessionLog()
         self.agent = self.rt.scope("bench", session=self.session)
         self._n = 0
 

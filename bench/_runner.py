@@ -141,6 +141,7 @@ def run_bench(options: BenchOptions, *, console: Console | None = None) -> Repor
                     series={"traceback": traceback.format_exc(limit=6)},
                 )
             result.seconds = round(time.perf_counter() - started, 3)
+            result.peers.update(ctx.failures)
             apply_targets(name, result)
             suites[name] = result
             progress.update(

@@ -58,34 +58,39 @@ async def run(ctx: BenchContext) -> SuiteResult:
             )
         )
         ctx.step(subject)
-    if ctx.has(MONTY):
-        async with monty_pool() as monty:
-            samples = []
-            for _ in range(runs):
-                async with monty.checkout() as session:
-                    clock = timed()
-                    await session.feed_run("0")
-                    base = clock()
-                async with monty.checkout() as session:
-                    clock = timed()
-                    value = await session.feed_run(PY)
-                    samples.append(max(0.0, clock() - base))
-                if value != EXPECTED:
-                    raise RuntimeError(f"monty compute gave {value!r}")
-            result.rows.append(summarize(CASE, MONTY, samples))
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                samples = []
+                for _ in range(runs):
+                    async with monty.checkout() as session:
+                        clock = timed()
+                        await session.feed_run("0")
+                        base = clock()
+                    async with monty.checkout() as session:
+                        clock = timed()
+                        value = await session.feed_run(PY)
+                        samples.append(max(0.0, clock() - base))
+                    if value != EXPECTED:
+                        raise RuntimeError(f"monty compute gave {value!r}")
+                result.rows.append(summarize(CASE, MONTY, samples))
     ctx.step("pydantic-monty")
-    if ctx.has(SMOLAGENTS):
-        executor = smolagents_executor({})
-        samples = []
-        for _ in range(max(1, runs // 2)):
-            clock = timed()
-            executor(f"sum(i * i for i in range({SMOL_N}))")
-            samples.append(clock() * (N / SMOL_N))
-        result.rows.append(
-            summarize(
-                CASE, SMOLAGENTS, samples, note=f"measured over {SMOL_N:,}, scaled x{N // SMOL_N}"
+    with ctx.guard(SMOLAGENTS):
+        if ctx.has(SMOLAGENTS):
+            executor = smolagents_executor({})
+            samples = []
+            for _ in range(max(1, runs // 2)):
+                clock = timed()
+                executor(f"sum(i * i for i in range({SMOL_N}))")
+                samples.append(clock() * (N / SMOL_N))
+            result.rows.append(
+                summarize(
+                    CASE,
+                    SMOLAGENTS,
+                    samples,
+                    note=f"measured over {SMOL_N:,}, scaled x{N // SMOL_N}",
+                )
             )
-        )
     ctx.step("smolagents")
     samples = []
     for _ in range(runs):

@@ -152,38 +152,39 @@ async def run(ctx: BenchContext) -> SuiteResult:
         assert list(values) == list(range(CALLS))
         return clock()
 
-    if ctx.has(MONTY):
-        async with monty_pool() as monty:
-            for mixed in (False, True):
-                samples = []
-                for _ in range(ctx.runs):
-                    gate = OrderedGate(CAP)
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                for mixed in (False, True):
+                    samples = []
+                    for _ in range(ctx.runs):
+                        gate = OrderedGate(CAP)
 
-                    async def nap(args: Any, gate: OrderedGate = gate) -> Any:
-                        return await gate.run(False, lambda: _nap(args))
+                        async def nap(args: Any, gate: OrderedGate = gate) -> Any:
+                            return await gate.run(False, lambda: _nap(args))
 
-                    async def lock(args: Any, gate: OrderedGate = gate) -> Any:
-                        return await gate.run(True, lambda: _nap(args))
+                        async def lock(args: Any, gate: OrderedGate = gate) -> Any:
+                            return await gate.run(True, lambda: _nap(args))
 
-                    pick = (
-                        f"lock({{'i': i}}) if i % {EVERY} == {EVERY - 1} else nap({{'i': i}})"
-                        if mixed
-                        else "nap({'i': i})"
-                    )
-                    program = f"import asyncio\nvalues = await asyncio.gather(*[{pick} for i in range({CALLS})])\nlen(values)"
-                    async with monty.checkout() as session:
-                        clock = timed()
-                        await session.feed_run("0")
-                        base = clock()
-                    async with monty.checkout() as session:
-                        clock = timed()
-                        value = await session.feed_run(
-                            program, external_lookup={"nap": nap, "lock": lock}
+                        pick = (
+                            f"lock({{'i': i}}) if i % {EVERY} == {EVERY - 1} else nap({{'i': i}})"
+                            if mixed
+                            else "nap({'i': i})"
                         )
-                        samples.append(max(0.0, clock() - base))
-                    if value != CALLS:
-                        raise RuntimeError(f"monty mixed program returned {value!r}")
-                walls[MONTY, mixed] = samples
+                        program = f"import asyncio\nvalues = await asyncio.gather(*[{pick} for i in range({CALLS})])\nlen(values)"
+                        async with monty.checkout() as session:
+                            clock = timed()
+                            await session.feed_run("0")
+                            base = clock()
+                        async with monty.checkout() as session:
+                            clock = timed()
+                            value = await session.feed_run(
+                                program, external_lookup={"nap": nap, "lock": lock}
+                            )
+                            samples.append(max(0.0, clock() - base))
+                        if value != CALLS:
+                            raise RuntimeError(f"monty mixed program returned {value!r}")
+                    walls[MONTY, mixed] = samples
     ctx.step("pydantic-monty")
     for mixed in (False, True):
         walls[FLOOR, mixed] = [

@@ -106,48 +106,50 @@ async def run(ctx: BenchContext) -> SuiteResult:
                     )
         ctx.step(subject)
 
-    if ctx.has(MONTY):
-        async with monty_pool() as monty:
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                for size in sizes:
+                    for direction in DIRECTIONS:
+                        program = _python(direction, size, call="") + "r"
+                        samples = []
+                        for i in range(count(size) + 1):
+                            async with monty.checkout() as session:
+                                clock = timed()
+                                await session.feed_run("0")
+                                base = clock()
+                            async with monty.checkout() as session:
+                                clock = timed()
+                                value = await session.feed_run(program, external_lookup=functions)
+                                if i:
+                                    samples.append(max(0.0, clock() - base))
+                            if value != size:
+                                raise RuntimeError(f"monty {direction} {size}: got {value!r}")
+                        result.rows.append(
+                            summarize(case(direction, size), MONTY, samples, per_op=size / 1e6)
+                        )
+    ctx.step("pydantic-monty")
+    with ctx.guard(SMOLAGENTS):
+        if ctx.has(SMOLAGENTS):
+            sync = {
+                "take": lambda args: len(args["blob"]),
+                "give": lambda args: "x" * args["n"],
+                "echo": lambda args: args,
+            }
+            executor = smolagents_executor(sync)
             for size in sizes:
                 for direction in DIRECTIONS:
-                    program = _python(direction, size, call="") + "r"
+                    program = _python(direction, size, call="").replace("await ", "") + "r"
                     samples = []
-                    for i in range(count(size) + 1):
-                        async with monty.checkout() as session:
-                            clock = timed()
-                            await session.feed_run("0")
-                            base = clock()
-                        async with monty.checkout() as session:
-                            clock = timed()
-                            value = await session.feed_run(program, external_lookup=functions)
-                            if i:
-                                samples.append(max(0.0, clock() - base))
+                    for _ in range(count(size)):
+                        clock = timed()
+                        value = executor(program).output
+                        samples.append(clock())
                         if value != size:
-                            raise RuntimeError(f"monty {direction} {size}: got {value!r}")
+                            raise RuntimeError(f"smolagents {direction} {size}: got {value!r}")
                     result.rows.append(
-                        summarize(case(direction, size), MONTY, samples, per_op=size / 1e6)
+                        summarize(case(direction, size), SMOLAGENTS, samples, per_op=size / 1e6)
                     )
-    ctx.step("pydantic-monty")
-    if ctx.has(SMOLAGENTS):
-        sync = {
-            "take": lambda args: len(args["blob"]),
-            "give": lambda args: "x" * args["n"],
-            "echo": lambda args: args,
-        }
-        executor = smolagents_executor(sync)
-        for size in sizes:
-            for direction in DIRECTIONS:
-                program = _python(direction, size, call="").replace("await ", "") + "r"
-                samples = []
-                for _ in range(count(size)):
-                    clock = timed()
-                    value = executor(program).output
-                    samples.append(clock())
-                    if value != size:
-                        raise RuntimeError(f"smolagents {direction} {size}: got {value!r}")
-                result.rows.append(
-                    summarize(case(direction, size), SMOLAGENTS, samples, per_op=size / 1e6)
-                )
     ctx.step("smolagents")
     for size in sizes:
         for direction in DIRECTIONS:

@@ -84,36 +84,38 @@ async def run(ctx: BenchContext) -> SuiteResult:
     )
     ctx.step("engine")
 
-    if ctx.has(MONTY):
-        async with monty_pool() as monty:
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                per_call = []
+                for i in range(runs + 1):
+                    async with monty.checkout() as session:
+                        clock = timed()
+                        await session.feed_run("0")
+                        base = clock()
+                    async with monty.checkout() as session:
+                        clock = timed()
+                        await session.feed_run(
+                            f"for i in range({calls}):\n    await echo({{'i': i}})\n1",
+                            external_lookup={"echo": echo},
+                        )
+                        if i:
+                            per_call.append((clock() - base) / calls)
+                result.rows.append(summarize(CASE, MONTY, per_call, note="async external function"))
+    ctx.step("pydantic-monty")
+    with ctx.guard(SMOLAGENTS):
+        if ctx.has(SMOLAGENTS):
+            executor = smolagents_executor({"echo": lambda args: args})
             per_call = []
             for i in range(runs + 1):
-                async with monty.checkout() as session:
-                    clock = timed()
-                    await session.feed_run("0")
-                    base = clock()
-                async with monty.checkout() as session:
-                    clock = timed()
-                    await session.feed_run(
-                        f"for i in range({calls}):\n    await echo({{'i': i}})\n1",
-                        external_lookup={"echo": echo},
-                    )
-                    if i:
-                        per_call.append((clock() - base) / calls)
-            result.rows.append(summarize(CASE, MONTY, per_call, note="async external function"))
-    ctx.step("pydantic-monty")
-    if ctx.has(SMOLAGENTS):
-        executor = smolagents_executor({"echo": lambda args: args})
-        per_call = []
-        for i in range(runs + 1):
-            clock = timed()
-            executor("0")
-            base = clock()
-            clock = timed()
-            executor(f"for i in range({calls}):\n    echo({{'i': i}})\n1")
-            if i:
-                per_call.append((clock() - base) / calls)
-        result.rows.append(summarize(CASE, SMOLAGENTS, per_call, note="sync tool function"))
+                clock = timed()
+                executor("0")
+                base = clock()
+                clock = timed()
+                executor(f"for i in range({calls}):\n    echo({{'i': i}})\n1")
+                if i:
+                    per_call.append((clock() - base) / calls)
+            result.rows.append(summarize(CASE, SMOLAGENTS, per_call, note="sync tool function"))
     ctx.step("smolagents")
     per_call = []
     for _ in range(runs):

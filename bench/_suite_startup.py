@@ -4,6 +4,7 @@ for both guests and the peers."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio
@@ -35,11 +36,13 @@ async def run(ctx: BenchContext) -> SuiteResult:
     cold_subjects = [*GUESTS] + [p for p in (MONTY, SMOLAGENTS) if ctx.has(p)]
     ctx.plan(len(cold_subjects) + 2 * len(GUESTS) + 3)
     for subject in cold_subjects:
-        cold = [
-            (await anyio.to_thread.run_sync(run_child, "cold", subject))["ms"]
-            for _ in range(cold_runs)
-        ]
-        result.rows.append(summarize("cold start", subject, cold, note="fresh process per run"))
+        # A peer that fails is marked failed in this suite; a guest that fails fails it.
+        with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
+            cold = [
+                (await anyio.to_thread.run_sync(run_child, "cold", subject))["ms"]
+                for _ in range(cold_runs)
+            ]
+            result.rows.append(summarize("cold start", subject, cold, note="fresh process per run"))
         ctx.step(f"cold {subject}")
 
     for subject in GUESTS:
@@ -49,15 +52,19 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 result.rows.append(summarize(case, subject, times))
                 ctx.step(f"{case} {subject}")
 
-    if ctx.has(MONTY):
-        async with monty_pool() as monty:
-            for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
-                result.rows.append(summarize(case, MONTY, await _monty(monty, samples, pause)))
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
+                    result.rows.append(summarize(case, MONTY, await _monty(monty, samples, pause)))
     ctx.step("pydantic-monty")
-    if ctx.has(SMOLAGENTS):
-        executor = smolagents_executor({})
-        for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
-            result.rows.append(summarize(case, SMOLAGENTS, await _smol(executor, samples, pause)))
+    with ctx.guard(SMOLAGENTS):
+        if ctx.has(SMOLAGENTS):
+            executor = smolagents_executor({})
+            for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
+                result.rows.append(
+                    summarize(case, SMOLAGENTS, await _smol(executor, samples, pause))
+                )
     ctx.step("smolagents")
 
     async def floor_program() -> int:

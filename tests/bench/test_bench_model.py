@@ -179,3 +179,17 @@ def test_an_unimportable_peer_is_reported_missing(monkeypatch: pytest.MonkeyPatc
         "missing: codemode_bench_no_such_module not importable"
     )
     assert status["asyncio-floor"] == "ok"
+
+
+def test_a_peer_failing_inside_a_suite_is_marked_failed_not_raised() -> None:
+    from codemode.bench._common import BenchContext
+
+    ctx = BenchContext(runs=1, quick=True, seed=0, peers={"pydantic-monty": "ok"})
+    measured = []
+    with ctx.guard("pydantic-monty"):
+        measured.append(1)
+        raise RuntimeError("suspension limit 1000 exceeded")
+    assert measured == [1]
+    assert ctx.failures == {
+        "pydantic-monty": "missing: failed here (RuntimeError: suspension limit 1000 exceeded)"
+    }
