@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ._model import Report
+from ._targets import TARGETS
 
 __all__ = ["PlotUnavailable", "plot_available", "write_plot"]
 
@@ -37,10 +38,13 @@ def write_plot(report: Report, path: str | Path) -> Path:
 
     fanout = report.suites.get("fanout")
     series: dict[str, Any] = fanout.series if fanout is not None else {}
-    fig, (sweep_ax, over_ax, line_ax) = plt.subplots(1, 3, figsize=(18, 5.5))
-    _sweep(sweep_ax, series)
-    _overhead(over_ax, series)
-    _timeline(line_ax, series.get("timeline") or [])
+    why = "fanout suite not run" if fanout is None else f"fanout failed: {fanout.error}"
+    fig = plt.figure(figsize=(18, 11))
+    grid = fig.add_gridspec(2, 3)
+    _sweep(fig.add_subplot(grid[0, 0]), series, why)
+    _overhead(fig.add_subplot(grid[0, 1]), series, why)
+    _timeline(fig.add_subplot(grid[0, 2]), series.get("timeline") or [], why)
+    _headline(fig.add_subplot(grid[1, :]), report)
     env = report.env
     fig.suptitle(
         f"codemode bench — {env.get('cpu')} ({env.get('cores')} cores), Python {env.get('python')}, "
@@ -54,16 +58,18 @@ def write_plot(report: Report, path: str | Path) -> Path:
     return out
 
 
-def _empty(ax: Any, title: str) -> None:
+def _empty(ax: Any, title: str, why: str) -> None:
     ax.set_title(title)
-    ax.text(0.5, 0.5, "fanout suite not run", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, why[:80], ha="center", va="center", transform=ax.transAxes, wrap=True)
 
 
-def _sweep(ax: Any, series: dict[str, Any]) -> None:
+def _sweep(ax: Any, series: dict[str, Any], why: str) -> None:
     title = "fan-out: 100 calls, wall time vs max_parallel_sub_calls"
     fixed = (series.get("sweep") or {}).get("fixed")
     if not fixed:
-        _empty(ax, title)
+        _empty(ax, title, why)
         return
     ideal = (series.get("ideal") or {}).get("fixed") or []
     if ideal:
@@ -84,11 +90,11 @@ def _sweep(ax: Any, series: dict[str, Any]) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _overhead(ax: Any, series: dict[str, Any]) -> None:
+def _overhead(ax: Any, series: dict[str, Any], why: str) -> None:
     title = "fan-out: per-call overhead vs N (cap = N, 10 ms each)"
     overhead = series.get("overhead") or {}
     if not overhead:
-        _empty(ax, title)
+        _empty(ax, title, why)
         return
     for subject, points in sorted(overhead.items()):
         xs, ys = zip(*sorted(points), strict=True)
@@ -101,11 +107,11 @@ def _overhead(ax: Any, series: dict[str, Any]) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _timeline(ax: Any, timings: list[dict[str, Any]]) -> None:
+def _timeline(ax: Any, timings: list[dict[str, Any]], why: str) -> None:
     title = "one run (Python, 100 x 10 ms, cap 10): each sub-call"
     rows = [t for t in timings if t.get("queuedMs") is not None]
     if not rows:
-        _empty(ax, title)
+        _empty(ax, title, why)
         return
     # Times from the first submission: the run's start-up before it is not the fan-out.
     origin = min(t["queuedMs"] for t in rows)
@@ -132,3 +138,68 @@ def _timeline(ax: Any, timings: list[dict[str, Any]]) -> None:
     ax.set_xlabel("ms since the first sub-call was submitted")
     ax.set_ylabel("sub-call (submission order)")
     ax.set_title(title)
+
+
+#: (suite, case, label) of the bottom panel: codemode next to its peers, one group each.
+HEADLINE = (
+    ("startup", "warm start", "warm start"),
+    ("startup", "back-to-back", "back-to-back"),
+    ("startup", "cold start", "cold start"),
+    ("roundtrip", "sub-call round trip", "round trip / call"),
+    ("fanout", "fixed 100 x 10 ms, cap 10", "fan-out 100x10 ms cap 10"),
+    ("fanout", "fixed 100 x 10 ms, cap 100", "fan-out 100x10 ms cap 100"),
+    ("payload", "in+out 1 MB", "1 MB in + out"),
+    ("compute", "sum(i*i) over 1e6", "sum(i*i) 1e6"),
+)
+SUBJECTS = (
+    "codemode-python",
+    "codemode-typescript",
+    "pydantic-monty",
+    "smolagents",
+    "asyncio-floor",
+)
+
+
+def _headline(ax: Any, report: Report) -> None:
+    title = "headline cases, median (ms, log scale): codemode next to the peers of the same run; black bar = target"
+    groups = []
+    for suite_name, case, label in HEADLINE:
+        suite = report.suites.get(suite_name)
+        if suite is None:
+            continue
+        rows = [r for r in suite.rows if r.case == case and r.median > 0]
+        values = {r.subject: r.median for r in rows}
+        limit = None
+        for spec in TARGETS:
+            if spec.suite == suite_name and spec.case == case:
+                if spec.measure == "median":
+                    limit = spec.limit
+                elif spec.measure == "ratio_to_ideal":
+                    ideal = next((r.ideal for r in rows if r.ideal), None)
+                    limit = spec.limit * ideal if ideal else None
+        if values:
+            groups.append((label, values, limit))
+    if not groups:
+        _empty(ax, title, "no headline suite run")
+        return
+    width = 0.8 / len(SUBJECTS)
+    for index, subject in enumerate(SUBJECTS):
+        xs = [g for g, (_, values, _) in enumerate(groups) if subject in values]
+        ys = [groups[g][1][subject] for g in xs]
+        if xs:
+            ax.bar(
+                [x + (index - len(SUBJECTS) / 2 + 0.5) * width for x in xs],
+                ys,
+                width,
+                label=subject,
+            )
+    for g, (_, _, limit) in enumerate(groups):
+        if limit is not None:
+            ax.hlines(limit, g - 0.45, g + 0.45, colors="black", linewidth=2)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([label for label, _, _ in groups])
+    ax.set_yscale("log")
+    ax.set_ylabel("median (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=len(SUBJECTS))
+    ax.grid(True, axis="y", which="both", alpha=0.3)
