@@ -7,6 +7,7 @@ comma-separated list, which children inherit) is reported as ``"missing: <why>"`
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import os
 import platform
@@ -120,6 +121,7 @@ def _load() -> list[float] | None:
 def environment(*, seed: int, runs: int, quick: bool, suites: list[str]) -> dict[str, Any]:
     """What a reader needs to reproduce or discount the numbers."""
     return {
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

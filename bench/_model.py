@@ -62,6 +62,12 @@ class Target(msgspec.Struct, kw_only=True):
     measured: float | None
     met: bool | None
     note: str = ""
+    #: ``measured / target``: by how much a target is missed (or beaten).
+    ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.ratio is None and self.measured is not None and self.target > 0:
+            self.ratio = round(self.measured / self.target, 3)
 
 
 class SuiteResult(msgspec.Struct, kw_only=True):

@@ -85,7 +85,7 @@ def render_report(report: Report, console: Console) -> None:
         if suite.error:
             console.print(f"[bold red]{name} failed:[/] {suite.error}", highlight=False)
     targets = Table(title="targets", title_justify="left")
-    for column in ("suite", "target", "subject", "measured", "limit", "met"):
+    for column in ("suite", "target", "subject", "measured", "limit", "measured / limit", "met"):
         targets.add_column(column)
     for name, suite in report.suites.items():
         for t in suite.targets:
@@ -93,5 +93,8 @@ def render_report(report: Report, console: Console) -> None:
                 "—" if t.met is None else ("[green]met[/]" if t.met else "[bold red]MISSED[/]")
             )
             measured = "—" if t.measured is None else f"{t.measured:.4g} {t.unit}"
-            targets.add_row(name, t.name, t.subject, measured, f"≤ {t.target:g} {t.unit}", verdict)
+            over = "—" if t.ratio is None else f"{t.ratio:.2f}"
+            targets.add_row(
+                name, t.name, t.subject, measured, f"≤ {t.target:g} {t.unit}", over, verdict
+            )
     console.print(targets)

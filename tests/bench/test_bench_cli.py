@@ -114,3 +114,18 @@ def test_plot_into_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     proc = bench("--suite", "pipeline", "--plot", str(tmp_path / "no" / "out.png"))
     assert proc.returncode == 2
     assert "does not exist" in proc.stderr
+
+
+def test_the_benchmarks_scripts_are_thin_wrappers_over_the_suites() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pipeline.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick", "--runs", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert list(data["suites"]) == ["pipeline"]
+    assert data["suites"]["pipeline"]["rows"]
