@@ -1,7 +1,7 @@
 """codemode's benchmark suites, installed with the package and run by ``codemode bench``.
 
 Suites (``SUITES``): ``startup``, ``roundtrip``, ``fanout``, ``mixed``, ``pipeline``,
-``payload``, ``compute``, ``host-load``. Each measures codemode's two guests and, in the
+``payload``, ``compute``, ``host-load``, ``tools``. Each measures codemode's two guests and, in the
 same run on the same workload, the peers that are installed (the ``bench`` extra:
 pydantic-monty, smolagents' local executor) and an in-process asyncio floor; a missing
 peer is reported as ``"missing: <why>"``. ``run_bench`` returns a ``Report`` (its JSON:

@@ -32,6 +32,7 @@ from . import (
     _suite_pipeline,
     _suite_roundtrip,
     _suite_startup,
+    _suite_tools,
 )
 from ._common import BenchContext
 from ._env import DISABLE_ENV, PEER_MODULES, environment, peer_status, probe_peers
@@ -52,6 +53,7 @@ SUITES: dict[str, SuiteFn] = {
     "payload": _suite_payload.run,
     "compute": _suite_compute.run,
     "host-load": _suite_host_load.run,
+    "tools": _suite_tools.run,
 }
 DEFAULT_RUNS = 5
 QUICK_RUNS = 2

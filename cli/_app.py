@@ -421,7 +421,7 @@ def bench(
             "--suite",
             "-s",
             help="A suite to run (repeatable; default: all): startup, roundtrip, fanout, "
-            "mixed, pipeline, payload, compute, host-load.",
+            "mixed, pipeline, payload, compute, host-load, tools.",
         ),
     ] = None,
     runs: Annotated[
