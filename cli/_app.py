@@ -420,6 +420,7 @@ def bench(
         typer.Option(
             "--suite",
             "-s",
+            metavar="NAME",
             help="A suite to run (repeatable; default: all): startup, roundtrip, fanout, "
             "mixed, pipeline, payload, compute, host-load, tools.",
         ),
@@ -430,7 +431,9 @@ def bench(
             "--runs", min=1, help="Repetitions of each measured case (default 5; 2 with --quick)."
         ),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the fan-out latency draws.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="S", help="Seed of the fan-out latency draws.")
+    ] = 0,
     quick: Annotated[
         bool,
         typer.Option(
@@ -445,7 +448,11 @@ def bench(
     ] = False,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Write the fan-out figure to this PNG (needs matplotlib)."),
+        typer.Option(
+            "--plot",
+            metavar="FILE.png",
+            help="Write the fan-out figure to this PNG (needs matplotlib).",
+        ),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="Exit 1 when a measured target is missed.")
@@ -454,6 +461,7 @@ def bench(
         list[str] | None,
         typer.Option(
             "--no-peer",
+            metavar="NAME",
             help="Leave a peer out (reported as missing): pydantic-monty, smolagents, asyncio-floor.",
         ),
     ] = None,
@@ -462,7 +470,7 @@ def bench(
 
     Each suite reports median, p95, p99, throughput, the ratio to the ideal and to the
     peers measured in the same run (pydantic-monty, smolagents' local executor, an
-    in-process asyncio floor; install them with ``pip install 'codemode[bench]'``).
+    in-process asyncio floor; install them with: pip install 'codemode[bench]').
     """
     from codemode.bench import (
         BenchError,
