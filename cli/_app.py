@@ -428,7 +428,10 @@ def bench(
     runs: Annotated[
         int | None,
         typer.Option(
-            "--runs", min=1, help="Repetitions of each measured case (default 5; 2 with --quick)."
+            "--runs",
+            min=1,
+            metavar="N",
+            help="Repetitions of each measured case (default 5; 2 with --quick).",
         ),
     ] = None,
     seed: Annotated[
