@@ -100,6 +100,26 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _source_commit() -> str | None:
+    """The git commit of a source checkout codemode runs from (``None`` from a wheel)."""
+    import subprocess
+    from pathlib import Path
+
+    import codemode
+
+    for parent in Path(codemode.__file__).resolve().parents:
+        if (parent / ".git").exists():
+            try:
+                done = subprocess.run(
+                    ["git", "-C", str(parent), "describe", "--always", "--dirty", "--abbrev=12"],
+                    capture_output=True, text=True, timeout=5, check=False,
+                )  # fmt: skip
+            except (OSError, subprocess.SubprocessError):
+                return None
+            return done.stdout.strip() or None
+    return None
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
@@ -131,6 +151,7 @@ def environment(*, seed: int, runs: int, quick: bool, suites: list[str]) -> dict
         "kernel": platform.release(),
         "platform": platform.platform(),
         "packages": {d: _version(d) for d in _DISTRIBUTIONS},
+        "codemode_commit": _source_commit(),
         "seed": seed,
         "runs": runs,
         "quick": quick,
