@@ -12,7 +12,6 @@ import json
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from importlib import metadata
@@ -418,25 +417,104 @@ app.command("serve-mcp", short_help="Serve code mode over MCP in front of MCP se
 )
 
 
-@app.command(short_help="Run the benchmarks and print their numbers.")
+@app.command(short_help="Measure codemode against its peers, suite by suite.")
 def bench(
-    name: Annotated[
-        str,
-        typer.Argument(help="pipeline, dispatch, sandbox, tools, ts_strip, host_load, or all"),
-    ] = "all",
+    suite: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--suite",
+            "-s",
+            metavar="NAME",
+            help="A suite to run (repeatable; default: all): startup, roundtrip, fanout, "
+            "mixed, pipeline, payload, compute, host-load, tools.",
+        ),
+    ] = None,
+    runs: Annotated[
+        int | None,
+        typer.Option(
+            "--runs",
+            min=1,
+            metavar="N",
+            help="Repetitions of each measured case (default 5; 2 with --quick).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="S", help="Seed of the fan-out latency draws.")
+    ] = 0,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick", help="Fewer points and samples: all suites in about 90 s on 2 cores."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON object on stdout (tables and progress go to stderr)."
+        ),
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE.png",
+            help="Write the fan-out figure to this PNG (needs matplotlib).",
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 when a measured target is missed.")
+    ] = False,
+    no_peer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--no-peer",
+            metavar="NAME",
+            help="Leave a peer out (reported as missing): pydantic-monty, smolagents, asyncio-floor.",
+        ),
+    ] = None,
 ) -> None:
-    """Run the benchmarks (from a source checkout) and print their numbers."""
-    root = Path(__file__).resolve().parent.parent / "benchmarks"
-    if not root.is_dir():
-        raise _usage("benchmarks/ not found: run from a source checkout")
-    scripts = sorted(root.glob("bench_*.py")) if name == "all" else [root / f"bench_{name}.py"]
-    for script in scripts:
-        if not script.is_file():
-            raise _usage(f"no benchmark named {name!r}")
-        _err.print(f"[bold]== {script.name}[/]")
-        code = subprocess.call([sys.executable, str(script)])
-        if code:
-            raise typer.Exit(code)
+    """Run the benchmark suites (installed with codemode) and print their numbers.
+
+    Each suite reports median, p95, p99, throughput, the ratio to the ideal and to the
+    peers measured in the same run (pydantic-monty, smolagents' local executor, an
+    in-process asyncio floor; install them with: pip install 'codemode[bench]').
+    """
+    from codemode.bench import (
+        BenchError,
+        BenchOptions,
+        check_exit_code,
+        console_for,
+        plot_available,
+        render_report,
+        report_json,
+        run_bench,
+        write_plot,
+    )
+
+    options = BenchOptions(
+        suites=tuple(suite or ()), runs=runs, quick=quick, seed=seed, no_peers=tuple(no_peer or ())
+    )
+    if plot is not None:
+        why = plot_available()
+        if why is not None:
+            raise _usage(why)
+        if not plot.parent.is_dir():
+            raise _usage(f"--plot: directory {str(plot.parent)!r} does not exist")
+    # With --json, stdout carries exactly the JSON object: everything else goes to stderr.
+    console = console_for(stderr=as_json)
+    try:
+        report = run_bench(options, console=console)
+    except BenchError as exc:
+        raise _usage(str(exc)) from None
+    render_report(report, console)
+    if plot is not None:
+        write_plot(report, plot)
+        console.print(f"plot written to {escape(str(plot))}", highlight=False)
+    if as_json:
+        sys.stdout.write(report_json(report) + "\n")
+    sys.stdout.flush()
+    if check and check_exit_code(report):
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ README's embedding example there.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -67,7 +68,8 @@ def test_the_wheel_installs_only_codemode_at_the_top_level(wheel: Path) -> None:
     assert re.search(r"^codemode = codemode\.cli:main$", entry_points, re.M)
 
 
-def test_the_readme_embedding_example_runs_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
+def _install(wheel: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A fresh venv holding the wheel: its python, its site-packages and the env to run it."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -85,13 +87,17 @@ def test_the_readme_embedding_example_runs_from_the_wheel(wheel: Path, tmp_path:
     # added by a .pth line is not scanned for .pth files, so the checkout's editable
     # install (a .pth finder there) stays invisible.
     (site / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    return python, site, env
 
+
+def test_the_readme_embedding_example_runs_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
+    python, site, env = _install(wheel, tmp_path)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Embedding\n", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match
     probe = "import codemode, sys\nprint(codemode.__file__)\n"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     proc = subprocess.run(
         [str(python), "-c", probe + match.group(1)],
         capture_output=True,
@@ -112,3 +118,39 @@ def test_the_readme_embedding_example_runs_from_the_wheel(wheel: Path, tmp_path:
         capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
     )  # fmt: skip
     assert check.stdout.strip() == "[]"
+
+
+def test_codemode_bench_runs_from_the_wheel(wheel: Path, tmp_path: Path) -> None:
+    # The suites live in the package: no benchmarks/ folder is needed (or visible) here.
+    python, site, env = _install(wheel, tmp_path)
+    proc = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "codemode.cli",
+            "bench",
+            "--suite",
+            "roundtrip",
+            "--runs",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) == {"env", "suites", "peers"}
+    suite = data["suites"]["roundtrip"]
+    assert suite["error"] is None
+    assert {"codemode-python", "codemode-typescript"} <= {row["subject"] for row in suite["rows"]}
+    # Peers may be missing from a bare install; whatever they are, they say so.
+    assert all(v == "ok" or v.startswith("missing: ") for v in data["peers"].values())
+    located = subprocess.run(
+        [str(python), "-c", "import codemode.bench as b; print(b.__file__)"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, check=True,
+    )  # fmt: skip
+    assert located.stdout.startswith(str(site))

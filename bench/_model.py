@@ -1,0 +1,146 @@
+"""The data a bench run produces: rows, targets, suite results and the report.
+
+Every time is in milliseconds (``unit`` says so on each row); ratios are plain floats.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "FLOOR",
+    "MONTY",
+    "OURS_PY",
+    "OURS_TS",
+    "PEERS",
+    "SMOLAGENTS",
+    "Report",
+    "Row",
+    "SuiteResult",
+    "Target",
+    "summarize",
+]
+
+OURS_PY = "codemode-python"
+OURS_TS = "codemode-typescript"
+MONTY = "pydantic-monty"
+SMOLAGENTS = "smolagents"
+FLOOR = "asyncio-floor"
+#: The subjects measured next to codemode, in report order.
+PEERS = (MONTY, SMOLAGENTS, FLOOR)
+
+
+class Row(msgspec.Struct, kw_only=True):
+    """One measured case for one subject: the distribution of its samples."""
+
+    case: str
+    subject: str
+    n: int
+    median: float
+    p95: float
+    p99: float
+    unit: str = "ms"
+    #: Operations per second at the median (what one operation is, the case says).
+    throughput: float | None = None
+    ideal: float | None = None
+    ratio_to_ideal: float | None = None
+    #: This row's median over the same case's median for each other subject measured.
+    ratio_to: dict[str, float] = msgspec.field(default_factory=dict)
+    note: str | None = None
+
+
+class Target(msgspec.Struct, kw_only=True):
+    """A speed target: ``measured <= target`` (``met`` is ``None`` when not measured)."""
+
+    name: str
+    subject: str
+    target: float
+    unit: str
+    measured: float | None
+    met: bool | None
+    note: str = ""
+    #: ``measured / target``: by how much a target is missed (or beaten).
+    ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.ratio is None and self.measured is not None and self.target > 0:
+            self.ratio = round(self.measured / self.target, 3)
+
+
+class SuiteResult(msgspec.Struct, kw_only=True):
+    """What one suite measured."""
+
+    description: str
+    params: dict[str, Any]
+    rows: list[Row] = msgspec.field(default_factory=list)
+    targets: list[Target] = msgspec.field(default_factory=list)
+    #: Peer -> ``"ok"``, ``"missing: <why>"`` or ``"n/a: <why>"`` for this suite.
+    peers: dict[str, str] = msgspec.field(default_factory=dict)
+    seconds: float = 0.0
+    #: Series the plots draw (fan-out sweep, per-call overhead, one dispatch timeline).
+    series: dict[str, Any] = msgspec.field(default_factory=dict)
+    error: str | None = None
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """One ``codemode bench`` run, as ``--json`` prints it."""
+
+    env: dict[str, Any]
+    suites: dict[str, SuiteResult]
+    peers: dict[str, str]
+
+
+def _rank(ordered: list[float], q: float) -> float:
+    # Nearest rank: an observed sample, never an interpolation between two.
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def summarize(
+    case: str,
+    subject: str,
+    samples_ms: list[float],
+    *,
+    per_op: float = 1.0,
+    ideal: float | None = None,
+    note: str | None = None,
+) -> Row:
+    """A row from samples in ms; ``per_op`` operations happen in one sample."""
+    if not samples_ms:
+        raise ValueError(f"no samples for {case!r} ({subject})")
+    ordered = sorted(samples_ms)
+    median = (
+        _rank(ordered, 0.5)
+        if len(ordered) % 2
+        else ((ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2)
+    )
+    return Row(
+        case=case,
+        subject=subject,
+        n=len(ordered),
+        median=round(median, 6),
+        p95=round(_rank(ordered, 0.95), 6),
+        p99=round(_rank(ordered, 0.99), 6),
+        throughput=round(per_op * 1000.0 / median, 3) if median > 0 else None,
+        ideal=ideal,
+        ratio_to_ideal=round(median / ideal, 4) if ideal else None,
+        note=note,
+    )
+
+
+def cross_ratios(rows: list[Row]) -> None:
+    """Fill each codemode row's ``ratio_to``: its median over every other subject's on the case."""
+    by_case: dict[str, list[Row]] = {}
+    for row in rows:
+        by_case.setdefault(row.case, []).append(row)
+    for same in by_case.values():
+        for row in same:
+            if not row.subject.startswith("codemode"):
+                continue
+            row.ratio_to = {
+                other.subject: round(row.median / other.median, 4)
+                for other in same
+                if other.subject != row.subject and other.median > 0
+            }

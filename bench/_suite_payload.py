@@ -1,0 +1,178 @@
+"""``payload``: one call carrying a large string each way: ``in`` (program -> tool),
+``out`` (tool -> program) and ``in+out`` (echoed), from 1 KB to 10 MB. Each sample is a
+run's time minus the median ``return 1`` run on the same runtime (start-up removed)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ._common import (
+    GUESTS,
+    BenchContext,
+    monty_pool,
+    open_runtime,
+    run_direct,
+    smolagents_executor,
+    timed,
+)
+from ._model import FLOOR, MONTY, OURS_TS, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+
+DESCRIPTION = "one call with 1 KB - 10 MB in, out, and in+out"
+DIRECTIONS = ("in", "out", "in+out")
+
+
+def label(size: int) -> str:
+    """``1 KB`` ... ``10 MB`` (decimal units, as the targets are written)."""
+    return f"{size // 1_000_000} MB" if size >= 1_000_000 else f"{size // 1000} KB"
+
+
+def case(direction: str, size: int) -> str:
+    """The row name (targets refer to ``in+out 1 MB``)."""
+    return f"{direction} {label(size)}"
+
+
+async def take(args: Any) -> Any:
+    """``in``: the tool gets the blob and answers with its length."""
+    return len(args["blob"])
+
+
+async def give(args: Any) -> Any:
+    """``out``: the tool answers with a blob of the asked size."""
+    return "x" * args["n"]
+
+
+async def echo(args: Any) -> Any:
+    """``in+out``: the blob goes back."""
+    return args
+
+
+def _python(direction: str, size: int, call: str = "tools.") -> str:
+    aw = "await "
+    if direction == "in":
+        return f"r = {aw}{call}take({{'blob': 'x' * {size}}})\n"
+    if direction == "out":
+        return f"r = len({aw}{call}give({{'n': {size}}}))\n"
+    return f"r = len(({aw}{call}echo({{'blob': 'x' * {size}}}))['blob'])\n"
+
+
+def _typescript(direction: str, size: int) -> str:
+    if direction == "in":
+        return f"return await tools.take({{blob: 'x'.repeat({size})}})"
+    if direction == "out":
+        return f"return (await tools.give({{n: {size}}})).length"
+    return f"return (await tools.echo({{blob: 'x'.repeat({size})}})).blob.length"
+
+
+async def run(ctx: BenchContext) -> SuiteResult:
+    """Measure the suite."""
+    sizes = (
+        [1000, 100_000, 1_000_000, 10_000_000]
+        if ctx.quick
+        else [1000, 10_000, 100_000, 1_000_000, 10_000_000]
+    )
+    result = SuiteResult(
+        description=DESCRIPTION,
+        params={"sizes_bytes": sizes, "runs": ctx.runs, "throughput_unit": "MB/s"},
+    )
+    functions = {"take": take, "give": give, "echo": echo}
+    ctx.plan(len(GUESTS) + 3)
+
+    def count(size: int) -> int:
+        # Small payloads are quick: more samples for a stable median.
+        return ctx.runs * (5 if size <= 1_000_000 else 1)
+
+    for subject in GUESTS:
+        async with open_runtime(subject) as runtime:
+            for size in sizes:
+                for direction in DIRECTIONS:
+                    if subject == OURS_TS:
+                        program = _typescript(direction, size)
+                    else:
+                        program = _python(direction, size) + "return r"
+                    if size <= 1_000_000:  # warm-up (a 10 MB run is its own)
+                        await run_direct(runtime, program, functions)
+                    samples = []
+                    for _ in range(count(size)):
+                        base = statistics.median(
+                            [await _time(run_direct(runtime, "return 1")) for _ in range(2)]
+                        )
+                        clock = timed()
+                        value = await run_direct(runtime, program, functions)
+                        samples.append(max(0.0, clock() - base))
+                        if value != size:
+                            raise RuntimeError(f"{direction} {size}: got {value!r}")
+                    result.rows.append(
+                        summarize(case(direction, size), subject, samples, per_op=size / 1e6)
+                    )
+        ctx.step(subject)
+
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                for size in sizes:
+                    for direction in DIRECTIONS:
+                        program = _python(direction, size, call="") + "r"
+                        samples = []
+                        for i in range(count(size) + 1):
+                            async with monty.checkout() as session:
+                                clock = timed()
+                                await session.feed_run("0")
+                                base = clock()
+                            async with monty.checkout() as session:
+                                clock = timed()
+                                value = await session.feed_run(program, external_lookup=functions)
+                                if i:
+                                    samples.append(max(0.0, clock() - base))
+                            if value != size:
+                                raise RuntimeError(f"monty {direction} {size}: got {value!r}")
+                        result.rows.append(
+                            summarize(case(direction, size), MONTY, samples, per_op=size / 1e6)
+                        )
+    ctx.step("pydantic-monty")
+    with ctx.guard(SMOLAGENTS):
+        if ctx.has(SMOLAGENTS):
+            sync = {
+                "take": lambda args: len(args["blob"]),
+                "give": lambda args: "x" * args["n"],
+                "echo": lambda args: args,
+            }
+            executor = smolagents_executor(sync)
+            for size in sizes:
+                for direction in DIRECTIONS:
+                    program = _python(direction, size, call="").replace("await ", "") + "r"
+                    samples = []
+                    for _ in range(count(size)):
+                        clock = timed()
+                        value = executor(program).output
+                        samples.append(clock())
+                        if value != size:
+                            raise RuntimeError(f"smolagents {direction} {size}: got {value!r}")
+                    result.rows.append(
+                        summarize(case(direction, size), SMOLAGENTS, samples, per_op=size / 1e6)
+                    )
+    ctx.step("smolagents")
+    for size in sizes:
+        for direction in DIRECTIONS:
+            samples = []
+            for _ in range(count(size)):
+                clock = timed()
+                if direction == "in":
+                    value = await take({"blob": "x" * size})
+                elif direction == "out":
+                    value = len(await give({"n": size}))
+                else:
+                    value = len((await echo({"blob": "x" * size}))["blob"])
+                samples.append(clock())
+                assert value == size
+            result.rows.append(summarize(case(direction, size), FLOOR, samples, per_op=size / 1e6))
+    ctx.step("floor")
+    cross_ratios(result.rows)
+    result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
+    return result
+
+
+async def _time(awaitable: Any) -> float:
+    clock = timed()
+    await awaitable
+    return clock()

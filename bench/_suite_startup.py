@@ -1,0 +1,125 @@
+"""``startup``: cold start (fresh process per run: runtime open -> first result), warm
+start (``return 1`` on a ready pool, with a pause to refill it) and back-to-back runs,
+for both guests and the peers."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import anyio
+
+from ._common import (
+    GUESTS,
+    BenchContext,
+    monty_pool,
+    open_runtime,
+    run_child,
+    run_direct,
+    smolagents_executor,
+    timed,
+)
+from ._model import FLOOR, MONTY, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+
+DESCRIPTION = "cold / warm / back-to-back start of `return 1`, per guest and peer"
+REFILL_S = 0.01
+
+
+async def run(ctx: BenchContext) -> SuiteResult:
+    """Measure the suite."""
+    cold_runs = max(2, ctx.runs)
+    samples = ctx.runs * (10 if ctx.quick else 20)
+    result = SuiteResult(
+        description=DESCRIPTION,
+        params={"cold_runs": cold_runs, "warm_samples": samples, "refill_pause_ms": REFILL_S * 1e3},
+    )
+    cold_subjects = [*GUESTS] + [p for p in (MONTY, SMOLAGENTS) if ctx.has(p)]
+    ctx.plan(len(cold_subjects) + 2 * len(GUESTS) + 3)
+    for subject in cold_subjects:
+        # A peer that fails is marked failed in this suite; a guest that fails fails it.
+        with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
+            cold = [
+                (await anyio.to_thread.run_sync(run_child, "cold", subject))["ms"]
+                for _ in range(cold_runs)
+            ]
+            result.rows.append(summarize("cold start", subject, cold, note="fresh process per run"))
+        ctx.step(f"cold {subject}")
+
+    for subject in GUESTS:
+        async with open_runtime(subject) as runtime:
+            for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
+                times = await _ours(runtime, samples, pause)
+                result.rows.append(summarize(case, subject, times))
+                ctx.step(f"{case} {subject}")
+
+    with ctx.guard(MONTY):
+        if ctx.has(MONTY):
+            async with monty_pool() as monty:
+                for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
+                    result.rows.append(summarize(case, MONTY, await _monty(monty, samples, pause)))
+    ctx.step("pydantic-monty")
+    with ctx.guard(SMOLAGENTS):
+        if ctx.has(SMOLAGENTS):
+            executor = smolagents_executor({})
+            for case, pause in (("warm start", REFILL_S), ("back-to-back", 0.0)):
+                result.rows.append(
+                    summarize(case, SMOLAGENTS, await _smol(executor, samples, pause))
+                )
+    ctx.step("smolagents")
+
+    async def floor_program() -> int:
+        return 1
+
+    for case in ("warm start", "back-to-back"):
+        times = []
+        for _ in range(samples):
+            clock = timed()
+            assert await floor_program() == 1
+            times.append(clock())
+        result.rows.append(summarize(case, FLOOR, times, note="an awaited coroutine, no sandbox"))
+    ctx.step("floor")
+    cross_ratios(result.rows)
+    result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
+    result.peers[FLOOR] = "ok (warm / back-to-back only: nothing to open)"
+    return result
+
+
+async def _ours(runtime: Any, samples: int, pause: float) -> list[float]:
+    for _ in range(5):  # warm-up
+        await run_direct(runtime, "return 1")
+    times = []
+    for _ in range(samples):
+        await anyio.sleep(pause)
+        clock = timed()
+        value = await run_direct(runtime, "return 1")
+        times.append(clock())
+        if value != 1:
+            raise RuntimeError(f"`return 1` gave {value!r}")
+    return times
+
+
+async def _monty(monty: Any, samples: int, pause: float) -> list[float]:
+    times = []
+    for i in range(samples + 5):
+        await anyio.sleep(pause)
+        clock = timed()
+        async with monty.checkout() as session:
+            value = await session.feed_run("1")
+        if i >= 5:
+            times.append(clock())
+        if value != 1:
+            raise RuntimeError(f"monty `1` gave {value!r}")
+    return times
+
+
+async def _smol(executor: Any, samples: int, pause: float) -> list[float]:
+    times = []
+    for i in range(samples + 5):
+        await anyio.sleep(pause)
+        clock = timed()
+        value = executor("1").output
+        if i >= 5:
+            times.append(clock())
+        if value != 1:
+            raise RuntimeError(f"smolagents `1` gave {value!r}")
+    return times

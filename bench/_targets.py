@@ -1,0 +1,147 @@
+"""The speed targets (issue 13, part 1) as data, and the ``--check`` verdict.
+
+A target names a suite, a case and the subjects it applies to; it is met when the
+measured value (the row's median, or its ratio to the ideal or to the floor) is at most
+the target. A target whose row was not measured is reported with ``met: null`` and does
+not fail ``--check`` (``--suite`` may leave suites out on purpose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from ._model import FLOOR, OURS_PY, OURS_TS, Report, Row, SuiteResult, Target
+
+__all__ = ["TARGETS", "TargetSpec", "apply_targets", "check_exit_code", "missed_targets"]
+
+BOTH = (OURS_PY, OURS_TS)
+#: How much slower than plain CPython in the host the guests' compute may be.
+COMPUTE_MARGIN = 1.3
+
+
+class TargetSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One target: ``measure`` of the row (suite, case, subject) must be <= ``limit``."""
+
+    suite: str
+    case: str
+    name: str
+    limit: float
+    unit: str
+    #: ``median`` (the row's unit), ``ratio_to_ideal`` or ``ratio_to_floor``.
+    measure: str = "median"
+    subjects: tuple[str, ...] = BOTH
+
+
+TARGETS: tuple[TargetSpec, ...] = (
+    TargetSpec(suite="startup", case="warm start", name="warm start p50", limit=0.6, unit="ms"),
+    TargetSpec(suite="startup", case="back-to-back", name="back-to-back p50", limit=1.0, unit="ms"),
+    TargetSpec(
+        suite="startup",
+        case="cold start",
+        name="cold start (runtime open -> first result)",
+        limit=30.0,
+        unit="ms",
+    ),
+    TargetSpec(
+        suite="roundtrip", case="sub-call round trip", name="sub-call RTT", limit=0.1, unit="ms"
+    ),
+    TargetSpec(
+        suite="fanout",
+        case="fixed 100 x 10 ms, cap 100",
+        name="fan-out 100 x 10 ms at cap 100",
+        limit=1.3,
+        unit="x ideal",
+        measure="ratio_to_ideal",
+    ),
+    TargetSpec(
+        suite="fanout",
+        case="fixed 100 x 10 ms, cap 10",
+        name="fan-out 100 x 10 ms at cap 10",
+        limit=1.1,
+        unit="x ideal",
+        measure="ratio_to_ideal",
+    ),
+    TargetSpec(
+        suite="payload", case="in+out 1 MB", name="1 MB in + 1 MB out", limit=3.0, unit="ms"
+    ),
+    TargetSpec(
+        suite="compute",
+        case="sum(i*i) over 1e6",
+        name=f"compute within {COMPUTE_MARGIN}x of the floor",
+        limit=COMPUTE_MARGIN,
+        unit="x floor",
+        measure="ratio_to_floor",
+    ),
+    TargetSpec(
+        suite="tools",
+        case="glob *.py",
+        name="glob within 1.3x of direct rg",
+        limit=1.3,
+        unit="x rg",
+        measure="ratio_to_ideal",
+        subjects=("codemode-tools",),
+    ),
+    TargetSpec(
+        suite="tools",
+        case="grep needle",
+        name="grep within 1.3x of direct rg --json",
+        limit=1.3,
+        unit="x rg",
+        measure="ratio_to_ideal",
+        subjects=("codemode-tools",),
+    ),
+    TargetSpec(
+        suite="pipeline",
+        case="execute(), no listeners",
+        name="execute() with no listeners",
+        limit=0.015,
+        unit="ms",
+        subjects=("codemode-engine",),
+    ),
+)
+
+
+def _measured(row: Row, measure: str) -> float | None:
+    if measure == "median":
+        return row.median
+    if measure == "ratio_to_ideal":
+        return row.ratio_to_ideal
+    if measure == "ratio_to_floor":
+        return row.ratio_to.get(FLOOR)
+    raise ValueError(f"unknown target measure {measure!r}")
+
+
+def apply_targets(name: str, result: SuiteResult, extra: tuple[Target, ...] = ()) -> None:
+    """Append the suite's targets (from ``TARGETS``, plus ``extra``) to ``result``."""
+    rows = {(row.case, row.subject): row for row in result.rows}
+    for spec in TARGETS:
+        if spec.suite != name:
+            continue
+        for subject in spec.subjects:
+            row = rows.get((spec.case, subject))
+            value = _measured(row, spec.measure) if row is not None else None
+            result.targets.append(
+                Target(
+                    name=spec.name,
+                    subject=subject,
+                    target=spec.limit,
+                    unit=spec.unit,
+                    measured=value,
+                    met=None if value is None else value <= spec.limit,
+                    note="" if row is not None else "not measured",
+                )
+            )
+    result.targets.extend(extra)
+
+
+def missed_targets(suites: Mapping[str, SuiteResult]) -> list[tuple[str, Target]]:
+    """Every (suite, target) whose ``met`` is ``False``."""
+    return [(name, t) for name, suite in suites.items() for t in suite.targets if t.met is False]
+
+
+def check_exit_code(report: Report) -> int:
+    """``--check``'s exit status: 1 when a measured target is missed or a suite failed, else 0."""
+    failed = any(suite.error for suite in report.suites.values())
+    return 1 if failed or missed_targets(report.suites) else 0

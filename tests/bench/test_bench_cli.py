@@ -1,0 +1,131 @@
+"""``codemode bench`` as a real subprocess: tiny configurations, the JSON's shape, exit
+codes, peers switched off, and the plot file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from codemode.bench import Report, check_exit_code
+
+PNG = b"\x89PNG\r\n\x1a\n"
+PEERS = ("pydantic-monty", "smolagents", "asyncio-floor")
+
+
+def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codemode.cli", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def _assert_shape(data: dict[str, Any], suites: list[str]) -> None:
+    assert set(data) == {"env", "suites", "peers"}
+    env = data["env"]
+    for key in ("cpu", "cores", "python", "kernel", "packages", "seed", "runs"):
+        assert key in env, key
+    assert env["packages"]["codemode"]
+    assert list(data["suites"]) == suites
+    assert set(data["peers"]) == set(PEERS)
+    for status in data["peers"].values():
+        assert status == "ok" or status.startswith("missing: ")
+    for suite in data["suites"].values():
+        assert suite["error"] is None
+        assert suite["rows"]
+        for row in suite["rows"]:
+            for key in ("case", "subject", "n", "median", "p95", "p99", "unit"):
+                assert key in row, (key, row)
+            assert row["median"] <= row["p95"] <= row["p99"]
+        for target in suite["targets"]:
+            assert {"name", "subject", "target", "measured", "met"} <= set(target)
+
+
+def test_roundtrip_json_has_the_documented_shape_and_measures_monty(tmp_path: Path) -> None:
+    out = tmp_path / "out.png"
+    proc = bench("--suite", "roundtrip", "--runs", "2", "--quick", "--json", "--plot", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)  # exactly one JSON object on stdout
+    _assert_shape(data, ["roundtrip"])
+    assert data["env"]["runs"] == 2 and data["env"]["quick"] is True
+    suite = data["suites"]["roundtrip"]
+    subjects = {row["subject"] for row in suite["rows"]}
+    assert {"codemode-python", "codemode-typescript", "asyncio-floor"} <= subjects
+    assert data["peers"]["pydantic-monty"] == "ok"  # a dev dependency
+    assert "pydantic-monty" in subjects
+    rtt = [t for t in suite["targets"] if t["name"] == "sub-call RTT"]
+    assert {t["subject"] for t in rtt} == {"codemode-python", "codemode-typescript"}
+    assert all(t["met"] in (True, False) for t in rtt)
+    # Progress bars and tables went to stderr, the plot to its file.
+    assert "roundtrip" in proc.stderr
+    assert out.read_bytes()[:8] == PNG
+
+
+def test_disabled_peers_are_reported_missing_and_not_measured() -> None:
+    proc = bench(
+        "--suite", "mixed", "--runs", "1", "--quick", "--json", "--no-peer", "smolagents",
+        env={"CODEMODE_BENCH_NO_PEERS": "pydantic-monty"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["peers"]["pydantic-monty"].startswith("missing: disabled")
+    assert data["peers"]["smolagents"].startswith("missing: disabled")
+    assert data["peers"]["asyncio-floor"] == "ok"
+    subjects = {row["subject"] for row in data["suites"]["mixed"]["rows"]}
+    assert "pydantic-monty" not in subjects
+    assert "asyncio-floor" in subjects
+
+
+def test_check_exit_status_follows_the_targets_in_the_report() -> None:
+    proc = bench("--suite", "pipeline", "--runs", "1", "--quick", "--json", "--check")
+    assert proc.returncode in (0, 1), proc.stderr
+    report = msgspec.convert(json.loads(proc.stdout), Report)
+    assert proc.returncode == check_exit_code(report)
+    targets = report.suites["pipeline"].targets
+    assert [t.name for t in targets] == ["execute() with no listeners"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--suite", "nope"], "unknown suite 'nope' (choose from: startup, roundtrip, fanout"),
+        (["--suite", "roundtrip", "--no-peer", "monty"], "unknown peer 'monty'"),
+        (["--runs", "0"], "--runs"),
+    ],
+)
+def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:
+    proc = bench(*args, "--json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert message in proc.stderr
+
+
+def test_plot_into_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    proc = bench("--suite", "pipeline", "--plot", str(tmp_path / "no" / "out.png"))
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr
+
+
+def test_the_benchmarks_scripts_are_thin_wrappers_over_the_suites() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pipeline.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick", "--runs", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert list(data["suites"]) == ["pipeline"]
+    assert data["suites"]["pipeline"]["rows"]

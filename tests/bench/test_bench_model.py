@@ -1,0 +1,195 @@
+"""The pure parts of the bench: statistics, ideals, seeded workloads, targets and the
+``--check`` verdict on synthetic results, the plot file, peer probing."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from codemode.bench import (
+    Report,
+    Row,
+    SuiteResult,
+    Target,
+    apply_targets,
+    check_exit_code,
+    missed_targets,
+    write_plot,
+)
+from codemode.bench._env import PEER_MODULES, peer_status
+from codemode.bench._model import cross_ratios, summarize
+from codemode.bench._suite_fanout import case_name, ideal_ms, latencies
+from codemode.bench._suite_mixed import ideal_ms as mixed_ideal_ms
+
+
+def _row(case: str, subject: str, median: float, **extra: object) -> Row:
+    return Row(case=case, subject=subject, n=3, median=median, p95=median, p99=median, **extra)
+
+
+def test_summarize_takes_nearest_rank_percentiles_and_throughput() -> None:
+    row = summarize("c", "s", [float(x) for x in range(1, 101)], per_op=10, ideal=25.0)
+    assert row.median == 50.5
+    assert row.p95 == 95.0 and row.p99 == 99.0
+    assert row.throughput == pytest.approx(10 * 1000 / 50.5, rel=1e-3)
+    assert row.ratio_to_ideal == pytest.approx(50.5 / 25.0, rel=1e-3)
+    with pytest.raises(ValueError, match="no samples"):
+        summarize("c", "s", [])
+
+
+def test_cross_ratios_compare_codemode_rows_with_every_other_subject_on_the_case() -> None:
+    rows = [
+        _row("x", "codemode-python", 2.0),
+        _row("x", "pydantic-monty", 4.0),
+        _row("y", "asyncio-floor", 1.0),
+    ]
+    cross_ratios(rows)
+    assert rows[0].ratio_to == {"pydantic-monty": 0.5}
+    assert rows[1].ratio_to == {}  # peers are not compared with each other
+
+
+def test_fanout_ideal_is_ceil_n_over_k_times_latency_for_fixed_latencies() -> None:
+    lat = latencies("fixed", 100, seed=0)
+    for cap in (1, 3, 10, 100, 250):
+        assert ideal_ms(lat, cap) == pytest.approx(math.ceil(100 / cap) * 10.0)
+    # With varied latencies the ideal is the in-order list schedule: never below the
+    # longest call or the total work spread over the slots.
+    varied = latencies("long-tail", 100, seed=3)
+    assert ideal_ms(varied, 10) >= max(max(varied), sum(varied) / 10)
+    assert case_name("fixed", 100, 10) == "fixed 100 x 10 ms, cap 10"
+
+
+def test_latency_draws_are_seeded() -> None:
+    assert latencies("uniform", 50, seed=7) == latencies("uniform", 50, seed=7)
+    assert latencies("uniform", 50, seed=7) != latencies("uniform", 50, seed=8)
+    assert all(5.0 <= x <= 15.0 for x in latencies("uniform", 200, seed=1))
+    assert all(4.0 <= x <= 200.0 for x in latencies("long-tail", 200, seed=1))
+    with pytest.raises(ValueError, match="unknown latency distribution"):
+        latencies("bimodal", 1, seed=0)
+
+
+def test_mixed_ideal_counts_each_exclusive_call_as_a_barrier() -> None:
+    # 100 calls of 5 ms, every tenth exclusive, cap 10: ten (9 parallel, 1 alone) rounds.
+    assert mixed_ideal_ms(True) == pytest.approx(100.0)
+    assert mixed_ideal_ms(False) == pytest.approx(50.0)
+
+
+def _suite(rows: list[Row]) -> SuiteResult:
+    return SuiteResult(description="synthetic", params={}, rows=rows)
+
+
+def test_targets_judge_median_ratio_to_ideal_and_ratio_to_floor() -> None:
+    startup = _suite(
+        [_row("warm start", "codemode-python", 0.5), _row("warm start", "codemode-typescript", 0.7)]
+    )
+    apply_targets("startup", startup)
+    warm = {t.subject: t for t in startup.targets if t.name == "warm start p50"}
+    assert warm["codemode-python"].met is True and warm["codemode-python"].measured == 0.5
+    assert warm["codemode-typescript"].met is False
+    cold = [t for t in startup.targets if t.name.startswith("cold start")]
+    assert cold and all(t.met is None and t.note == "not measured" for t in cold)
+
+    fanout = _suite(
+        [
+            _row(
+                "fixed 100 x 10 ms, cap 100",
+                "codemode-python",
+                12.0,
+                ideal=10.0,
+                ratio_to_ideal=1.2,
+            )
+        ]
+    )
+    apply_targets("fanout", fanout)
+    at_100 = next(
+        t for t in fanout.targets if t.subject == "codemode-python" and "cap 100" in t.name
+    )
+    assert at_100.met is True and at_100.unit == "x ideal"
+
+    compute = _suite(
+        [_row("sum(i*i) over 1e6", "codemode-python", 50.0, ratio_to={"asyncio-floor": 1.6})]
+    )
+    apply_targets("compute", compute)
+    py = next(t for t in compute.targets if t.subject == "codemode-python")
+    assert py.measured == 1.6 and py.met is False
+
+
+def _report(suites: dict[str, SuiteResult]) -> Report:
+    return Report(env={}, suites=suites, peers={})
+
+
+def _target(met: bool | None) -> Target:
+    return Target(
+        name="t", subject="s", target=1.0, unit="ms", measured=None if met is None else 0.5, met=met
+    )
+
+
+def test_check_exit_code_is_1_only_for_a_missed_target_or_a_failed_suite() -> None:
+    ok = _suite([])
+    ok.targets = [_target(True), _target(None)]
+    assert check_exit_code(_report({"a": ok})) == 0
+    assert check_exit_code(_report({})) == 0
+    missed = _suite([])
+    missed.targets = [_target(True), _target(False)]
+    assert check_exit_code(_report({"a": ok, "b": missed})) == 1
+    assert [name for name, _ in missed_targets({"a": ok, "b": missed})] == ["b"]
+    failed = SuiteResult(description="x", params={}, error="RuntimeError: boom")
+    assert check_exit_code(_report({"a": ok, "c": failed})) == 1
+
+
+def test_plot_writes_a_png_with_and_without_fanout_data(tmp_path: Path) -> None:
+    fanout = _suite([])
+    fanout.series = {
+        "sweep": {
+            "fixed": {"codemode-python": [[10, 120.0], [100, 20.0]], "smolagents": [[1, 1000.0]]}
+        },
+        "ideal": {"fixed": [[10, 100.0], [100, 10.0]]},
+        "overhead": {"codemode-python": [[10, 50.0], [100, 30.0]]},
+        "timeline": [
+            {
+                "queuedMs": 1.0,
+                "startedMs": 1.5,
+                "settledMs": 11.5,
+                "committedMs": 11.6,
+                "inFlight": 0,
+            },
+            {
+                "queuedMs": 1.1,
+                "startedMs": None,
+                "settledMs": None,
+                "committedMs": None,
+                "inFlight": 1,
+            },
+        ],
+    }
+    full = write_plot(
+        Report(env={"cpu": "x"}, suites={"fanout": fanout}, peers={}), tmp_path / "a.png"
+    )
+    empty = write_plot(_report({}), tmp_path / "b.png")
+    for path in (full, empty):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_unimportable_peer_is_reported_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PEER_MODULES, "pydantic-monty", ("codemode_bench_no_such_module", "x"))
+    monkeypatch.delenv("CODEMODE_BENCH_NO_PEERS", raising=False)
+    status = peer_status()
+    assert status["pydantic-monty"].startswith(
+        "missing: codemode_bench_no_such_module not importable"
+    )
+    assert status["asyncio-floor"] == "ok"
+
+
+def test_a_peer_failing_inside_a_suite_is_marked_failed_not_raised() -> None:
+    from codemode.bench._common import BenchContext
+
+    ctx = BenchContext(runs=1, quick=True, seed=0, peers={"pydantic-monty": "ok"})
+    measured = []
+    with ctx.guard("pydantic-monty"):
+        measured.append(1)
+        raise RuntimeError("suspension limit 1000 exceeded")
+    assert measured == [1]
+    assert ctx.failures == {
+        "pydantic-monty": "missing: failed here (RuntimeError: suspension limit 1000 exceeded)"
+    }
