@@ -39,6 +39,7 @@ __all__ = [
     "Step",
     "monty_pool",
     "run_child",
+    "ready_all",
     "run_direct",
     "smolagents_executor",
     "timed",
@@ -185,13 +186,32 @@ class CodeMode:
         ]
 
 
+_OPEN: set[ProcessRuntime] = set()
+
+
+async def ready_all() -> None:
+    """Wait until every open bench runtime holds a full pool of ready workers.
+
+    Every run takes a fresh worker; one measured right after another (a baseline) would
+    otherwise also time the fork the previous run caused. Called before every timed run
+    except the back-to-back case, whose point that fork is.
+    """
+    for runtime in list(_OPEN):
+        with anyio.move_on_after(5):
+            await runtime.wait_ready()
+
+
 @asynccontextmanager
 async def open_runtime(subject: str, **limits: Any) -> AsyncIterator[ProcessRuntime]:
-    """A started runtime of ``subject``'s guest, given a moment to fill its pool."""
+    """A started runtime of ``subject``'s guest, its pool full (see ``ready_all``)."""
     async with GUESTS[subject](Limits(**limits)) as runtime:
         await run_direct(runtime, "return 1")
-        await anyio.sleep(0.05)
-        yield runtime
+        _OPEN.add(runtime)
+        try:
+            await ready_all()
+            yield runtime
+        finally:
+            _OPEN.discard(runtime)
 
 
 # -- peers ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from ._common import (
     BenchContext,
     monty_pool,
     open_runtime,
+    ready_all,
     run_direct,
     smolagents_executor,
     timed,
@@ -43,6 +44,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 base = statistics.median(
                     [await _time(run_direct(runtime, "return 1")) for _ in range(2)]
                 )
+                await ready_all()
                 clock = timed()
                 value = await run_direct(runtime, program)
                 samples.append(max(0.0, clock() - base))
@@ -107,6 +109,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
 
 
 async def _time(awaitable: Any) -> float:
+    await ready_all()
     clock = timed()
     await awaitable
     return clock()

@@ -27,6 +27,7 @@ from ._common import (
     CodeMode,
     monty_pool,
     open_runtime,
+    ready_all,
     smolagents_executor,
     timed,
     tool,
@@ -291,11 +292,13 @@ async def _guest_walls(mode: CodeMode, program: str, runs: int) -> list[float]:
     for i in range(runs + 1):
         base = []
         for _ in range(3):
+            await ready_all()
             clock = timed()
             await mode.run(
                 "return true" if mode.rt.code_runtime.language == "typescript" else "return True"
             )
             base.append(clock())
+        await ready_all()
         clock = timed()
         value = await mode.run(program)
         elapsed = clock()

@@ -13,7 +13,16 @@ from typing import Any
 
 import anyio
 
-from ._common import GUESTS, BenchContext, CodeMode, monty_pool, open_runtime, timed, tool
+from ._common import (
+    GUESTS,
+    BenchContext,
+    CodeMode,
+    monty_pool,
+    open_runtime,
+    ready_all,
+    timed,
+    tool,
+)
 from ._model import FLOOR, MONTY, OURS_TS, SMOLAGENTS, SuiteResult, cross_ratios, summarize
 
 DESCRIPTION = "parallel-safe and exclusive calls interleaved (1 in 10 exclusive): barrier cost"
@@ -133,6 +142,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                     base = statistics.median(
                         [await _time(mode.run(base_program)) for _ in range(3)]
                     )
+                    await ready_all()
                     clock = timed()
                     value = await mode.run(_program(subject, mixed))
                     elapsed = clock()
@@ -216,6 +226,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
 
 
 async def _time(awaitable: Any) -> float:
+    await ready_all()
     clock = timed()
     await awaitable
     return clock()

@@ -16,6 +16,7 @@ from ._common import (
     CodeMode,
     monty_pool,
     open_runtime,
+    ready_all,
     run_direct,
     smolagents_executor,
     timed,
@@ -131,6 +132,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
 
 
 async def _time(awaitable: Any) -> float:
+    await ready_all()
     clock = timed()
     await awaitable
     return clock()

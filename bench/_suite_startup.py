@@ -14,6 +14,7 @@ from ._common import (
     BenchContext,
     monty_pool,
     open_runtime,
+    ready_all,
     run_child,
     run_direct,
     smolagents_executor,
@@ -89,7 +90,9 @@ async def _ours(runtime: Any, samples: int, pause: float) -> list[float]:
         await run_direct(runtime, "return 1")
     times = []
     for _ in range(samples):
-        await anyio.sleep(pause)
+        if pause:  # warm: a ready worker and an idle loop; back-to-back: neither
+            await ready_all()
+            await anyio.sleep(pause)
         clock = timed()
         value = await run_direct(runtime, "return 1")
         times.append(clock())
