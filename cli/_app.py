@@ -444,7 +444,7 @@ def bench(
     quick: Annotated[
         bool,
         typer.Option(
-            "--quick", help="Fewer points and samples: all suites in about 90 s on 2 cores."
+            "--quick", help="Fewer points and samples: all suites in about a minute on 2 cores."
         ),
     ] = False,
     as_json: Annotated[
