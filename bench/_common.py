@@ -40,6 +40,7 @@ __all__ = [
     "monty_pool",
     "run_child",
     "ready_all",
+    "time_ready",
     "run_direct",
     "smolagents_executor",
     "timed",
@@ -199,6 +200,14 @@ async def ready_all() -> None:
     for runtime in list(_OPEN):
         with anyio.move_on_after(5):
             await runtime.wait_ready()
+
+
+async def time_ready(awaitable: Any) -> float:
+    """Milliseconds ``awaitable`` takes, started once the pools are full (``ready_all``)."""
+    await ready_all()
+    clock = timed()
+    await awaitable
+    return clock()
 
 
 @asynccontextmanager

@@ -20,6 +20,7 @@ from ._common import (
     monty_pool,
     open_runtime,
     ready_all,
+    time_ready,
     timed,
     tool,
 )
@@ -140,7 +141,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 samples = []
                 for i in range(ctx.runs + 1):
                     base = statistics.median(
-                        [await _time(mode.run(base_program)) for _ in range(3)]
+                        [await time_ready(mode.run(base_program)) for _ in range(3)]
                     )
                     await ready_all()
                     clock = timed()
@@ -223,10 +224,3 @@ async def run(ctx: BenchContext) -> SuiteResult:
     if ctx.has(MONTY):
         result.peers[MONTY] = "ok (host-side gate with the engine's rule)"
     return result
-
-
-async def _time(awaitable: Any) -> float:
-    await ready_all()
-    clock = timed()
-    await awaitable
-    return clock()

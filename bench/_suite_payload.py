@@ -15,6 +15,7 @@ from ._common import (
     ready_all,
     run_direct,
     smolagents_executor,
+    time_ready,
     timed,
 )
 from ._model import FLOOR, MONTY, OURS_TS, SMOLAGENTS, SuiteResult, cross_ratios, summarize
@@ -96,7 +97,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                     samples = []
                     for _ in range(count(size)):
                         base = statistics.median(
-                            [await _time(run_direct(runtime, "return 1")) for _ in range(2)]
+                            [await time_ready(run_direct(runtime, "return 1")) for _ in range(2)]
                         )
                         await ready_all()
                         clock = timed()
@@ -172,10 +173,3 @@ async def run(ctx: BenchContext) -> SuiteResult:
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result
-
-
-async def _time(awaitable: Any) -> float:
-    await ready_all()
-    clock = timed()
-    await awaitable
-    return clock()

@@ -16,9 +16,9 @@ from ._common import (
     CodeMode,
     monty_pool,
     open_runtime,
-    ready_all,
     run_direct,
     smolagents_executor,
+    time_ready,
     timed,
     tool,
 )
@@ -50,11 +50,13 @@ async def run(ctx: BenchContext) -> SuiteResult:
     for subject in GUESTS:
         async with open_runtime(subject) as runtime:
             base = statistics.median(
-                [await _time(run_direct(runtime, "return 1")) for _ in range(5)]
+                [await time_ready(run_direct(runtime, "return 1")) for _ in range(5)]
             )
             per_call = []
             for i in range(runs + 1):
-                total = await _time(run_direct(runtime, program(subject, calls), {"echo": echo}))
+                total = await time_ready(
+                    run_direct(runtime, program(subject, calls), {"echo": echo})
+                )
                 if i:  # the first is a warm-up
                     per_call.append((total - base) / calls)
             result.rows.append(
@@ -62,10 +64,10 @@ async def run(ctx: BenchContext) -> SuiteResult:
             )
             ctx.step(f"{subject} direct")
             mode = CodeMode(runtime, [tool("echo", echo)], cap=10)
-            base = statistics.median([await _time(mode.run("return 1")) for _ in range(3)])
+            base = statistics.median([await time_ready(mode.run("return 1")) for _ in range(3)])
             per_call = []
             for i in range(runs + 1):
-                total = await _time(mode.run(program(subject, calls)))
+                total = await time_ready(mode.run(program(subject, calls)))
                 if i:
                     per_call.append((total - base) / calls)
             result.rows.append(
@@ -129,13 +131,6 @@ async def run(ctx: BenchContext) -> SuiteResult:
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result
-
-
-async def _time(awaitable: Any) -> float:
-    await ready_all()
-    clock = timed()
-    await awaitable
-    return clock()
 
 
 async def _engine(calls: int, runs: int) -> tuple[list[float], list[float]]:

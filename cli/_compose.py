@@ -48,6 +48,44 @@ _EXTENSIONS = {".py": "python", ".ts": "typescript", ".mts": "typescript", ".js"
 _MAX_INLINE_BYTES = 64 * 1024
 
 
+def make_state_dir(workspace: Path, prefix: str) -> Path:
+    """A fresh private state directory outside ``workspace`` (``ValueError`` if none can be)."""
+    parent = state_parent(workspace)
+    if parent is None:
+        raise ValueError(
+            f"workspace {str(workspace)!r} contains every state directory candidate; "
+            "set TMPDIR to a directory outside it"
+        )
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+
+async def install_builtin_tools(
+    stack: contextlib.AsyncExitStack, runtime: ToolRuntime, workspace: Path, state_dir: Path
+) -> None:
+    """Register the first-party tools bound to ``workspace`` on ``runtime``, with the
+    policies they rely on: spilled results and bash output go under ``state_dir``, and
+    ``stack`` stops the background jobs when it closes. Install ``TimeoutPolicy`` first
+    (the outer wrapper)."""
+    import codemode.tools as first_party
+
+    # The SDK's facts block: where relative paths resolve, and which tools refuse to
+    # change a file the run has not read (tools/fs/_policy.py).
+    runtime.sdk_facts.update(workspace=str(workspace), read_before_write=["edit", "write"])
+    store = LocalSpillStore(state_dir / "spill")
+    SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)
+    jobs = await stack.enter_async_context(first_party.JobManager(output_dir=state_dir / "jobs"))
+    fs_policy = first_party.FsObservationPolicy()
+    fs_policy.install(runtime)
+    for definition in first_party.default_tools(
+        workspace,
+        fs_policy=fs_policy,
+        jobs=jobs,
+        spill_store=store,
+        output_dir=state_dir / "output",
+    ):
+        runtime.register(definition)
+
+
 def state_parent(workspace: Path) -> Path | None:
     """Where this run's private state directory goes: the first of ``$TMPDIR`` (or the
     system temporary directory), ``/var/tmp``, ``/dev/shm`` and ``~/.cache`` that exists,
@@ -127,15 +165,7 @@ async def open_invocation(
     ``session_path`` keeps the run's session events in a SQLite file there (appended to
     when it exists), which ``codemode log`` replays; by default they stay in memory.
     """
-    import codemode.tools as first_party
-
-    parent = state_parent(workspace)
-    if parent is None:
-        raise ValueError(
-            f"workspace {str(workspace)!r} contains every state directory candidate; "
-            "set TMPDIR to a directory outside it"
-        )
-    state_dir = Path(tempfile.mkdtemp(prefix="codemode-", dir=parent))
+    state_dir = make_state_dir(workspace, "codemode-")
     async with contextlib.AsyncExitStack() as stack:
         if not keep_state:
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
@@ -146,25 +176,8 @@ async def open_invocation(
             runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
         else:
             runtime = ToolRuntime(mode="native")
-        # The SDK's facts block: where relative paths resolve, and which tools refuse to
-        # change a file the run has not read (tools/fs/_policy.py).
-        runtime.sdk_facts.update(workspace=str(workspace), read_before_write=["edit", "write"])
         TimeoutPolicy().install(runtime)
-        store = LocalSpillStore(state_dir / "spill")
-        SpillPolicy(store, max_inline_bytes=_MAX_INLINE_BYTES).install(runtime)
-        jobs = await stack.enter_async_context(
-            first_party.JobManager(output_dir=state_dir / "jobs")
-        )
-        fs_policy = first_party.FsObservationPolicy()
-        fs_policy.install(runtime)
-        for definition in first_party.default_tools(
-            workspace,
-            fs_policy=fs_policy,
-            jobs=jobs,
-            spill_store=store,
-            output_dir=state_dir / "output",
-        ):
-            runtime.register(definition)
+        await install_builtin_tools(stack, runtime, workspace, state_dir)
         log: SessionLog = (
             MemorySessionLog()
             if session_path is None

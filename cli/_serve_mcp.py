@@ -26,7 +26,6 @@ import contextlib
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -111,16 +110,15 @@ async def _serve(
     limits: Any,
     tool_timeout_ms: int | None,
 ) -> None:
-    import codemode.tools as first_party
     from codemode.engine import ToolRuntime
-    from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
+    from codemode.engine.policies import TimeoutPolicy
     from codemode.integrations.mcp import (
         DISCOVERY_TOOL_NAMES,
         CodeModeServer,
         connect_upstreams,
     )
 
-    from ._compose import state_parent
+    from ._compose import install_builtin_tools, make_state_dir
 
     async with contextlib.AsyncExitStack() as stack:
         import codemode.sandbox as sandbox
@@ -136,30 +134,9 @@ async def _serve(
         )
         TimeoutPolicy().install(runtime)
         if builtin_tools:
-            parent = state_parent(workspace)
-            if parent is None:
-                raise ValueError(
-                    f"workspace {str(workspace)!r} contains every state directory candidate; "
-                    "set TMPDIR to a directory outside it"
-                )
-            state_dir = Path(tempfile.mkdtemp(prefix="codemode-mcp-", dir=parent))
+            state_dir = make_state_dir(workspace, "codemode-mcp-")
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
-            store = LocalSpillStore(state_dir / "spill")
-            SpillPolicy(store, max_inline_bytes=64 * 1024).install(runtime)
-            runtime.sdk_facts.update(workspace=str(workspace), read_before_write=["edit", "write"])
-            jobs = await stack.enter_async_context(
-                first_party.JobManager(output_dir=state_dir / "jobs")
-            )
-            fs_policy = first_party.FsObservationPolicy()
-            fs_policy.install(runtime)
-            for definition in first_party.default_tools(
-                workspace,
-                fs_policy=fs_policy,
-                jobs=jobs,
-                spill_store=store,
-                output_dir=state_dir / "output",
-            ):
-                runtime.register(definition)
+            await install_builtin_tools(stack, runtime, workspace, state_dir)
         imported = await stack.enter_async_context(
             connect_upstreams(
                 upstreams,
