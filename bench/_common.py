@@ -39,6 +39,7 @@ __all__ = [
     "Step",
     "monty_pool",
     "run_child",
+    "execute_run_code",
     "ready_all",
     "time_ready",
     "run_direct",
@@ -147,6 +148,22 @@ def tool(
     )
 
 
+async def execute_run_code(rt: ToolRuntime, agent: Any, call_id: str, program: str) -> Any:
+    """``run_code`` through ``rt``'s whole pipeline as ``agent``; the result (an error raises)."""
+    result = await rt.execute(
+        ToolExecutionInput(
+            call_id=call_id,
+            name="run_code",
+            arguments={"code": program, "description": "benchmark"},
+            signal=AbortController().signal,
+            agent=agent,
+        )
+    )
+    if result.is_error:
+        raise RuntimeError(f"run_code failed: {result.content}")
+    return result
+
+
 class CodeMode:
     """A ``ToolRuntime`` in code mode over one sandbox runtime, with a memory session."""
 
@@ -162,17 +179,7 @@ class CodeMode:
     async def run(self, program: str) -> Any:
         """Run ``program`` through ``run_code``; its value (an error raises)."""
         self._n += 1
-        result = await self.rt.execute(
-            ToolExecutionInput(
-                call_id=f"bench-{self._n}",
-                name="run_code",
-                arguments={"code": program, "description": "benchmark"},
-                signal=AbortController().signal,
-                agent=self.agent,
-            )
-        )
-        if result.is_error:
-            raise RuntimeError(f"run_code failed: {result.content}")
+        result = await execute_run_code(self.rt, self.agent, f"bench-{self._n}", program)
         return result.value.get("result")
 
     def dispatch_timings(self, call_id: str | None = None) -> list[dict[str, Any]]:

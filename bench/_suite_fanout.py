@@ -18,13 +18,14 @@ from typing import Any
 
 import anyio
 
-from codemode.engine import AbortController, MemorySessionLog, ToolExecutionInput, ToolRuntime
+from codemode.engine import MemorySessionLog, ToolRuntime
 from codemode.engine.testing import InProcessRuntime
 
 from ._common import (
     GUESTS,
     BenchContext,
     CodeMode,
+    execute_run_code,
     monty_pool,
     open_runtime,
     ready_all,
@@ -322,17 +323,7 @@ async def _engine_wall(work: _Workload, cap: int) -> float:
     rt = ToolRuntime(mode="code", max_parallel_sub_calls=cap, code_runtime=InProcessRuntime(body))
     rt.register(tool("nap", work.nap))
     agent = rt.scope("bench", session=MemorySessionLog())
-    outcome = await rt.execute(
-        ToolExecutionInput(
-            call_id="fanout",
-            name="run_code",
-            arguments={"code": "benchmark", "description": "benchmark"},
-            signal=AbortController().signal,
-            agent=agent,
-        )
-    )
-    if outcome.is_error:
-        raise RuntimeError(f"in-process fan-out failed: {outcome.content}")
+    await execute_run_code(rt, agent, "fanout", "benchmark")
     return elapsed[0]
 
 

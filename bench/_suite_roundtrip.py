@@ -14,6 +14,7 @@ from ._common import (
     GUESTS,
     BenchContext,
     CodeMode,
+    execute_run_code,
     monty_pool,
     open_runtime,
     run_direct,
@@ -171,15 +172,5 @@ async def _engine(calls: int, runs: int) -> tuple[list[float], list[float]]:
     rt = ToolRuntime(mode="both", code_runtime=InProcessRuntime(body))
     rt.register(tool("echo", echo))
     agent = rt.scope("bench", session=MemorySessionLog())
-    outcome = await rt.execute(
-        ToolExecutionInput(
-            call_id="engine",
-            name="run_code",
-            arguments={"code": "benchmark", "description": "benchmark"},
-            signal=AbortController().signal,
-            agent=agent,
-        )
-    )
-    if outcome.is_error:
-        raise RuntimeError(f"in-process engine run failed: {outcome.content}")
+    await execute_run_code(rt, agent, "engine", "benchmark")
     return native_ms, code_ms
