@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -106,3 +107,19 @@ def add_tool() -> ToolDefinition:
         execute=add,
         is_concurrency_safe=lambda args: True,
     )
+
+
+async def threads_started_since(before: set[threading.Thread]) -> list[threading.Thread]:
+    """The threads started after ``before`` was taken that are still alive.
+
+    Compares identities, not counts: a thread left by an earlier test (asyncio's
+    child watcher, a worker thread idling out) may end during the test and must
+    not hide a leak or fail a clean run.  Waits up to a second for new threads
+    that are already on their way out.
+    """
+    for _ in range(100):
+        new = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not new:
+            return []
+        await anyio.sleep(0.01)
+    return new

@@ -8,7 +8,7 @@ import threading
 
 import anyio
 import pytest
-from sandbox_helpers import err, make_runner, ok
+from sandbox_helpers import err, make_runner, ok, threads_started_since
 
 from codemode.sandbox import Limits, PythonRuntime
 
@@ -44,17 +44,8 @@ def exists(path: str) -> bool:
     return os.path.lexists(path)
 
 
-async def settle_threads(expected: int) -> int:
-    # asyncio's child watcher thread for the fork server ends just after it is reaped.
-    for _ in range(100):
-        if threading.active_count() <= expected:
-            break
-        await anyio.sleep(0.01)
-    return threading.active_count()
-
-
 async def test_clean_shutdown_leaks_nothing() -> None:
-    fds, children, threads = open_fds(), child_pids(), threading.active_count()
+    fds, children, threads = open_fds(), child_pids(), set(threading.enumerate())
     workers: list[int] = []
     async with PythonRuntime(Limits(pool_size=2, max_compute_ms=300)) as rt:
         run = make_runner(rt)
@@ -72,7 +63,7 @@ async def test_clean_shutdown_leaks_nothing() -> None:
     assert not [pid for pid in workers if alive(pid)]
     assert child_pids() == children
     assert open_fds() == fds
-    assert await settle_threads(threads) == threads
+    assert await threads_started_since(threads) == []
 
 
 async def test_pool_serves_warm_workers_and_refills() -> None:

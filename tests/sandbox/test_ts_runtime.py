@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from sandbox_helpers import Run, bindings, err, make_runner, ok
+from sandbox_helpers import Run, bindings, err, make_runner, ok, threads_started_since
 
 from codemode.engine import AbortController, Binding, BindingCallError, CodeRunRequest, ErrorClass
 from codemode.sandbox import Limits, TypeScriptRuntime
@@ -232,7 +232,7 @@ def children_of(pid: int) -> list[int]:
 
 async def test_clean_shutdown_leaks_nothing() -> None:
     fds = set(os.listdir("/proc/self/fd"))
-    threads = threading.active_count()
+    threads = set(threading.enumerate())
     async with TypeScriptRuntime(Limits(pool_size=2, max_compute_ms=300)) as runtime:
         run = make_runner(runtime)
         server = runtime.processes().server_pid
@@ -247,11 +247,7 @@ async def test_clean_shutdown_leaks_nothing() -> None:
     assert not alive(server)
     assert not [pid for pid in workers if alive(pid)]
     assert set(os.listdir("/proc/self/fd")) == fds
-    for _ in range(100):
-        if threading.active_count() <= threads:
-            break
-        await anyio.sleep(0.01)
-    assert threading.active_count() == threads
+    assert await threads_started_since(threads) == []
 
 
 # -- TypeScript as models write it: transformed constructs run as tsc would emit them ------
