@@ -20,16 +20,36 @@ __all__ = ["catalog_entry", "define_catalog_tool", "parameter_spec"]
 
 
 @cache
-def _entries() -> dict[str, dict[str, Any]]:
+def _all_entries() -> dict[tuple[str, str], dict[str, Any]]:
     # Next to this module (package data); a plain path works for wheels and editable installs.
     raw = Path(__file__).with_name("_catalog.json").read_text(encoding="utf-8")
     data = json.loads(raw)
-    return {entry["name"]: entry for entry in data["tools"]}
+    return {(entry["package"], entry["name"]): entry for entry in data["tools"]}
 
 
-def catalog_entry(name: str) -> dict[str, Any]:
-    """A fresh copy of ``{package, name, description, parameters}`` for tool ``name``."""
-    return copy.deepcopy(_entries()[name])
+@cache
+def _entries() -> dict[str, dict[str, Any]]:
+    # One name may have variants in several packages (``bash``: one-shot and persistent);
+    # the first listed is the default, the others are reached by package.
+    by_name: dict[str, dict[str, Any]] = {}
+    for entry in _all_entries().values():
+        by_name.setdefault(entry["name"], entry)
+    return by_name
+
+
+def _entry(name: str, package: str | None) -> dict[str, Any]:
+    if package is None:
+        return _entries()[name]
+    return _all_entries()[(package, name)]
+
+
+def catalog_entry(name: str, package: str | None = None) -> dict[str, Any]:
+    """A fresh copy of ``{package, name, description, parameters}`` for tool ``name``.
+
+    ``package`` picks a variant where several catalog packages define the same name
+    (``"@deepseek-ai/dsh-tool-bash-persistent"`` for the persistent ``bash``).
+    """
+    return copy.deepcopy(_entry(name, package))
 
 
 def _to_spec(schema: dict[str, Any]) -> dict[str, Any]:
@@ -54,9 +74,9 @@ def _to_spec(schema: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def parameter_spec(name: str) -> dict[str, Any]:
+def parameter_spec(name: str, package: str | None = None) -> dict[str, Any]:
     """The DSL ``parameters`` map whose compilation is the catalog schema of ``name``."""
-    root = _to_spec(_entries()[name]["parameters"])
+    root = _to_spec(_entry(name, package)["parameters"])
     props: dict[str, Any] = root.get("properties", {})
     return props
 
@@ -64,16 +84,18 @@ def parameter_spec(name: str) -> dict[str, Any]:
 def define_catalog_tool(
     name: str,
     *,
+    package: str | None = None,
     description: str | None = None,
     parameters: dict[str, Any] | None = None,
     **options: Any,
 ) -> ToolDefinition:
-    """``define_tool`` for catalog entry ``name``: the entry's name, and its description and
-    parameter spec unless overridden; ``options`` are the rest of ``define_tool``'s."""
-    entry = _entries()[name]
+    """``define_tool`` for catalog entry ``name`` (of ``package``, where it has variants): the
+    entry's name, and its description and parameter spec unless overridden; ``options`` are
+    the rest of ``define_tool``'s."""
+    entry = _entry(name, package)
     return define_tool(
         name=entry["name"],
         description=entry["description"] if description is None else description,
-        parameters=parameter_spec(name) if parameters is None else parameters,
+        parameters=parameter_spec(name, package) if parameters is None else parameters,
         **options,
     )

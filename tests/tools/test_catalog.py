@@ -29,11 +29,37 @@ PACKAGES = {
     "job_kill": "@deepseek-ai/dsh-tool-jobs",
     "todo_write": "@deepseek-ai/dsh-tool-todo",
 }
+# Part 2 of the catalog (terminals, persistent bash, web, questions, plan review, skills,
+# LSP): packaged here, built by their own subpackages.
+PART_TWO = {
+    ("@deepseek-ai/dsh-tool-terminal", name)
+    for name in (
+        "terminal_open",
+        "terminal_send",
+        "terminal_read",
+        "terminal_signal",
+        "terminal_list",
+        "terminal_close",
+    )
+} | {
+    ("@deepseek-ai/dsh-tool-bash-persistent", "bash"),
+    ("@deepseek-ai/dsh-tool-web", "web_fetch"),
+    ("@deepseek-ai/dsh-tool-web", "web_search"),
+    ("@deepseek-ai/dsh-tool-ask-user", "ask_user_question"),
+    ("@deepseek-ai/dsh-plan-mode", "exit_plan_mode"),
+    ("@deepseek-ai/dsh-tool-skill", "skill"),
+    ("@deepseek-ai/dsh-tool-lsp", "lsp"),
+}
+
+
+def _packaged_all() -> dict[tuple[str, str], dict[str, object]]:
+    data = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
+    return {(entry["package"], entry["name"]): entry for entry in data["tools"]}
 
 
 def _packaged() -> dict[str, dict[str, object]]:
-    data = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
-    return {entry["name"]: entry for entry in data["tools"]}
+    # The default variant of each name: part 1's packages.
+    return {name: _packaged_all()[(package, name)] for name, package in PACKAGES.items()}
 
 
 def _dump(value: object) -> str:
@@ -43,11 +69,11 @@ def _dump(value: object) -> str:
 
 def test_packaged_entries_equal_the_seed_catalog() -> None:
     shared = json.loads(SEED_CATALOG.read_text(encoding="utf-8"))["tools"]
-    packaged = _packaged()
-    assert sorted(packaged) == sorted(PACKAGES)
-    for name, package in PACKAGES.items():
+    packaged = _packaged_all()
+    assert set(packaged) == {(p, n) for n, p in PACKAGES.items()} | PART_TWO
+    for (package, name), value in packaged.items():
         [entry] = [t for t in shared if t["name"] == name and t["package"] == package]
-        assert _dump(packaged[name]) == _dump(entry), name
+        assert _dump(value) == _dump(entry), name
 
 
 def test_every_tool_matches_its_catalog_entry(tmp_path: Path) -> None:

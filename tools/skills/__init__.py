@@ -1,0 +1,1 @@
+"""``skill``: a catalogue of ``SKILL.md`` folders from configured directories."""

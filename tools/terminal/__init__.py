@@ -1,0 +1,1 @@
+"""Terminals: persistent PTY sessions (``terminal_*``) and the persistent ``bash`` variant."""
