@@ -6,7 +6,10 @@
     ├── FsError        FS_* codes (read, write, edit, str_replace_editor, read_image, paths)
     ├── SearchError    SEARCH_* codes (glob, grep)
     ├── BashError      BASH_* codes (bash)
-    └── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
+    ├── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
+    ├── QuestionError  QUESTION_* codes (ask_user_question, question providers)
+    ├── PlanModeError  PLAN_* codes (exit_plan_mode)
+    └── SkillError     SKILL_* codes (skill, the skill catalogue)
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
 stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
@@ -28,7 +31,16 @@ from __future__ import annotations
 
 from codemode.engine import HarnessError
 
-__all__ = ["BashError", "FsError", "JobError", "SearchError", "io_error"]
+__all__ = [
+    "BashError",
+    "FsError",
+    "JobError",
+    "PlanModeError",
+    "QuestionError",
+    "SearchError",
+    "SkillError",
+    "io_error",
+]
 
 
 class FsError(HarnessError):
@@ -71,3 +83,27 @@ def io_error(exc: OSError, verb: str, path: str) -> FsError:
     """An operating-system error a file tool did not anticipate (``EACCES``, ``EMFILE``,
     ``ENAMETOOLONG``, ...), as a coded ``FsError`` naming the path as written."""
     return FsError(f'cannot {verb} "{path}": {exc.strerror or exc}', "FS_IO_ERROR")
+
+
+class QuestionError(HarnessError):
+    """An ``ask_user_question`` failure; ``code`` is one of the ``QUESTION_*`` codes
+    listed in ``tools/interact/_questions.py``."""
+
+    family = "QUESTION_"
+    code = "QUESTION_ERROR"
+
+
+class PlanModeError(HarnessError):
+    """An ``exit_plan_mode`` outcome other than approval; ``code`` is one of the ``PLAN_*``
+    codes listed in ``tools/interact/_plan.py``."""
+
+    family = "PLAN_"
+    code = "PLAN_ERROR"
+
+
+class SkillError(HarnessError):
+    """A ``skill`` failure; ``code`` is one of the ``SKILL_*`` codes listed in
+    ``tools/skills/_catalog.py``."""
+
+    family = "SKILL_"
+    code = "SKILL_ERROR"
