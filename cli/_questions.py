@@ -118,6 +118,10 @@ class InteractiveQuestionProvider:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode("utf-8", errors="replace").rstrip("\r")
 
+    def _warn(self, message: str) -> None:
+        # Text, not a str: no markup parsing, no number highlighting splitting the words.
+        self._console.print(Text(message, style="yellow"))
+
     async def _prompt(self, label: str) -> str:
         self._console.print(Text(label, style="bold"), end="")
         self._console.file.flush()
@@ -164,11 +168,10 @@ class InteractiveQuestionProvider:
             picked = self._numbers(await self._prompt(prompt), other, question.multi_select)
             if picked is not None:
                 break
-            self._console.print(
+            self._warn(
                 "Enter numbers separated by commas."
                 if question.multi_select
-                else f"Enter a number from 1 to {other}.",
-                style="yellow",
+                else f"Enter a number from 1 to {other}."
             )
         selected = tuple(labels[n - 1] for n in picked if n != other)
         custom = await self._free_text("Other: ") if other in picked else None
@@ -190,7 +193,7 @@ class InteractiveQuestionProvider:
             reply = await self._prompt(label)
             if reply:
                 return reply
-            self._console.print("Please type an answer.", style="yellow")
+            self._warn("Please type an answer.")
 
     async def review_plan(
         self, review: PlanReview, *, scope: Scope, signal: AbortSignal
@@ -227,7 +230,7 @@ class InteractiveQuestionProvider:
             reply = await self._prompt("Choose 1-3: ")
             if reply in ("1", "2", "3"):
                 break
-            self._console.print("Enter 1, 2 or 3.", style="yellow")
+            self._warn("Enter 1, 2 or 3.")
         if reply == "1":
             return PlanReviewOutcome(decision="approve")
         if reply == "3":

@@ -172,7 +172,7 @@ def test_invalid_candidates_are_reported(tmp_path: Path) -> None:
     (root / "bad-yaml").mkdir()
     (root / "bad-yaml" / "SKILL.md").write_text("---\nname: [unclosed\n---\n")
     (root / "deep-yaml").mkdir()
-    (root / "deep-yaml" / "SKILL.md").write_text("---\nname: " + "[" * 5000 + "\n---\n")
+    (root / "deep-yaml" / "SKILL.md").write_text("---\nname: " + "[" * 1000 + "]" * 1000 + "\n---\n")
     (root / "tagged").mkdir()
     (root / "tagged" / "SKILL.md").write_text(
         "---\nname: !!python/object/apply:os.system ['touch pwned']\ndescription: x\n---\n"
