@@ -15,7 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, signal, sys
 import anyio
 from codemode.cli._questions import InteractiveQuestionProvider
@@ -91,7 +91,7 @@ async def main():
         emit("ERROR", [exc.code, exc.message])
 
 anyio.run(main)
-'''
+"""
 
 
 @pytest.fixture

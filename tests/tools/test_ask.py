@@ -18,8 +18,8 @@ from codemode.engine import (
     ToolRuntime,
 )
 from codemode.engine.policies import LocalSpillStore
-from codemode.tools._config import ToolsConfig
 from codemode.tools._catalog import catalog_entry
+from codemode.tools._config import ToolsConfig
 from codemode.tools.fs._paths import Workspace
 from codemode.tools.interact import (
     Answer,
@@ -54,7 +54,7 @@ class Rig:
         self.agent: Scope = self.rt.scope("agent", session=MemorySessionLog())
 
     async def call(
-        self, questions: Any, *, agent: Scope | None | str = "default", signal: Any = None
+        self, questions: Any, *, agent: Scope | str | None = "default", signal: Any = None
     ) -> ToolExecutionResult:
         return await self.rt.execute(
             ToolExecutionInput(
@@ -224,9 +224,15 @@ async def test_already_aborted_call_never_reaches_the_provider(tmp_path: Path) -
         ([{"id": "db", "selected": ["MySQL"]}], '"MySQL" is not an option of question "db"'),
         ([{"id": "db", "selected": ["SQLite", "Postgres (Recommended)"]}], "takes a single"),
         ([], 'no answer for question "db"'),
-        ([{"id": "db", "selected": ["SQLite"]}, {"id": "zz", "custom": "x"}], 'unknown question "zz"'),
+        (
+            [{"id": "db", "selected": ["SQLite"]}, {"id": "zz", "custom": "x"}],
+            'unknown question "zz"',
+        ),
         ([{"id": "db"}], 'the answer to question "db" is empty'),
-        ([{"id": "db", "selected": ["SQLite"]}, {"id": "db", "selected": ["SQLite"]}], "two answers"),
+        (
+            [{"id": "db", "selected": ["SQLite"]}, {"id": "db", "selected": ["SQLite"]}],
+            "two answers",
+        ),
     ],
 )
 async def test_a_provider_answer_that_does_not_fit_is_refused(

@@ -45,7 +45,7 @@ class Rig:
         self.agent: Scope = self.rt.scope("agent", session=self.session)
 
     async def call(
-        self, plan: Any = PLAN, *, agent: Scope | None | str = "default", signal: Any = None
+        self, plan: Any = PLAN, *, agent: Scope | str | None = "default", signal: Any = None
     ) -> ToolExecutionResult:
         return await self.rt.execute(
             ToolExecutionInput(

@@ -67,7 +67,7 @@ async def test_load_value_and_render(tmp_path: Path) -> None:
     catalog = SkillCatalog([root])
     result = await Rig(tmp_path, catalog).call("pdf-tools")
     assert not result.is_error, result.to_json()
-    real = os.path.realpath(folder)
+    real = str(folder.resolve())
     assert result.value == {
         "name": "pdf-tools",
         "provider": "filesystem",
@@ -99,13 +99,26 @@ def test_render_escapes_attribute_and_hint_text() -> None:
     assert text.startswith('<skill_content name="a&quot;&lt;&amp;b">\n')
     assert "Base directory for this skill: /x/&lt;a&amp;b&gt;\n" in text
     url = render_skill(
-        {"name": "n", "provider": "p", "resourceBase": {"kind": "url", "url": "https://x/?a&b"}, "content": ""}
+        {
+            "name": "n",
+            "provider": "p",
+            "resourceBase": {"kind": "url", "url": "https://x/?a&b"},
+            "content": "",
+        }
     )
     assert "Base URL for this skill: https://x/?a&amp;b\n" in url
     opaque = render_skill(
-        {"name": "n", "provider": "p", "resourceBase": {"kind": "opaque", "description": "<db>"}, "content": ""}
+        {
+            "name": "n",
+            "provider": "p",
+            "resourceBase": {"kind": "opaque", "description": "<db>"},
+            "content": "",
+        }
     )
-    assert "Resources for this skill: &lt;db&gt;\nLoad referenced resources only as needed.\n" in opaque
+    assert (
+        "Resources for this skill: &lt;db&gt;\nLoad referenced resources only as needed.\n"
+        in opaque
+    )
     managed = render_skill({"name": "n", "provider": "hub&co", "content": ""})
     assert "managed by its provider (hub&amp;co)" in managed
 
@@ -117,7 +130,10 @@ async def test_errors(tmp_path: Path) -> None:
     catalog = SkillCatalog([root])
     rig = Rig(tmp_path, catalog)
     for bad in ["Bad", "a_b", "", "-a", "a--b", "x" * 65, "../etc"]:
-        assert error_of(await rig.call(bad)) == (f'invalid skill name "{bad}"', "SKILL_INVALID_NAME")
+        assert error_of(await rig.call(bad)) == (
+            f'invalid skill name "{bad}"',
+            "SKILL_INVALID_NAME",
+        )
     assert error_of(await rig.call("nope")) == (
         'skill "nope" is unknown or no longer available',
         "SKILL_UNKNOWN",
@@ -172,7 +188,9 @@ def test_invalid_candidates_are_reported(tmp_path: Path) -> None:
     (root / "bad-yaml").mkdir()
     (root / "bad-yaml" / "SKILL.md").write_text("---\nname: [unclosed\n---\n")
     (root / "deep-yaml").mkdir()
-    (root / "deep-yaml" / "SKILL.md").write_text("---\nname: " + "[" * 1000 + "]" * 1000 + "\n---\n")
+    (root / "deep-yaml" / "SKILL.md").write_text(
+        "---\nname: " + "[" * 1000 + "]" * 1000 + "\n---\n"
+    )
     (root / "tagged").mkdir()
     (root / "tagged" / "SKILL.md").write_text(
         "---\nname: !!python/object/apply:os.system ['touch pwned']\ndescription: x\n---\n"

@@ -282,9 +282,10 @@ def check_answers(questions: Sequence[Question], answers: Sequence[Answer]) -> l
             raise bad(f'an answer for unknown question "{answer_id}"')
     ordered: list[Answer] = []
     for question in questions:
-        answer = by_id.get(question.id)
-        if answer is None:
+        given = by_id.get(question.id)
+        if given is None:
             raise bad(f'no answer for question "{question.id}"')
+        answer = given
         labels = {o.label for o in question.options}
         for label in answer.selected:
             if label not in labels:
