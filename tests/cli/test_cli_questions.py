@@ -48,6 +48,7 @@ async def main():
     mode = sys.argv[1]
     try:
         if mode == "ask":
+            emit("FOR_TERMINAL", InteractiveQuestionProvider.for_terminal() is None)
             answers = await provider.ask(QUESTIONS, scope=scope, signal=sig)
             emit("RESULT", [a.to_value() for a in answers])
         elif mode == "plan":
@@ -119,6 +120,7 @@ def result_line(child: pexpect.spawn, kind: str = "RESULT") -> object:
 
 def test_choices_multi_select_other_and_free_text(script: Path) -> None:
     child = spawn(script, "ask")
+    assert result_line(child, "FOR_TERMINAL") is False
     child.expect_exact(b"Choose 1-3: ")
     shown = child.before
     # The model's text is shown, not acted upon: no escape sequence, no rich markup.
@@ -210,3 +212,15 @@ def test_refuses_when_stdin_is_not_a_terminal(script: Path) -> None:
     )
     # Nothing was prompted.
     assert b"Project name?" not in proc.stderr
+
+
+def test_visible_neutralises_terminal_tricks() -> None:
+    from codemode.cli._questions import visible
+
+    assert visible("a\tb\nc") == "a\tb\nc"
+    assert visible("ok\rFAKE") == "ok\\x0dFAKE"
+    assert visible("\x1b[2J\x9b31m") == "\\x1b[2J\\x9b31m"
+    # Right-to-left override and isolates would reorder the text the user reads.
+    assert visible("rm \u202e-rf\u2066x\u2069") == "rm \\u202e-rf\\u2066x\\u2069"
+    assert visible("zero\u200bwidth") == "zero\\u200bwidth"
+    assert visible("café ✓ 日本") == "café ✓ 日本"

@@ -44,15 +44,16 @@ _RELOADED = (
     "the plan-mode service was reloaded while the plan was under review; present the plan again"
 )
 
-# An ATX heading of level 1 (CommonMark allows up to three spaces of indentation).
-_H1 = re.compile(r"^ {0,3}#[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+# An ATX heading (CommonMark: up to three spaces of indentation, one to six #s, a space,
+# optional closing #s). Any level counts: "## Plan" still names the plan.
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 
 Listener = Callable[["Scope", bool], None]
 
 
-def _first_h1(plan: str) -> tuple[int, str] | None:
+def _first_heading(plan: str) -> tuple[int, str] | None:
     for number, line in enumerate(plan.split("\n")):
-        match = _H1.match(line.rstrip("\r"))
+        match = _HEADING.match(line.rstrip("\r"))
         if match and match.group(1).strip():
             return number, match.group(1).strip()
     return None
@@ -60,7 +61,7 @@ def _first_h1(plan: str) -> tuple[int, str] | None:
 
 def plan_title(plan: str) -> str:
     """The plan's first ``#`` heading, or ``Plan``."""
-    found = _first_h1(plan)
+    found = _first_heading(plan)
     return found[1] if found is not None else "Plan"
 
 
@@ -70,7 +71,7 @@ def _valid_plan(plan: object) -> bool:
     # The heading must open the plan: only blank lines may precede it.
     lines = plan.split("\n")
     first = next(i for i, line in enumerate(lines) if line.strip())
-    found = _first_h1(plan)
+    found = _first_heading(plan)
     return found is not None and found[0] == first
 
 
