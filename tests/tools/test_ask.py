@@ -270,3 +270,18 @@ async def test_catalog_schema_exclusive_and_no_card(tmp_path: Path) -> None:
     assert tool.is_concurrency_safe is None
     assert tool.present_call is None and tool.present_result is None
     assert isinstance(ScriptedQuestionProvider(), QuestionProvider)
+
+
+def test_error_families() -> None:
+    from codemode.tools.interact import PlanModeError
+    from codemode.tools.skills import SkillError
+
+    for cls, family in [
+        (QuestionError, "QUESTION_"),
+        (PlanModeError, "PLAN_"),
+        (SkillError, "SKILL_"),
+    ]:
+        assert cls.family == family  # type: ignore[attr-defined]
+        assert cls.code.startswith(family)
+        assert cls("m").code == cls.code
+        assert cls("m", family + "X").code == family + "X"
