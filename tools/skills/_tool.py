@@ -8,7 +8,7 @@ import anyio
 
 from codemode.engine import ToolDefinition, ToolOutput, text
 
-from .._catalog import define_catalog_tool
+from .._catalog import catalog_entry, define_catalog_tool
 from .._common import arg
 from .._config import ToolsConfig
 from ._catalog import SkillCatalog, escape_attr, escape_text
@@ -84,11 +84,16 @@ def render_skill(value: Any) -> str:
     )
 
 
-def build_skill_tool(cfg: ToolsConfig, catalog: SkillCatalog) -> ToolDefinition:
+def build_skill_tool(
+    cfg: ToolsConfig, catalog: SkillCatalog, *, describe_catalog: bool = False
+) -> ToolDefinition:
     """The ``skill`` tool loading from ``catalog``.
 
-    Its description is the catalog's text, unchanged: give the model the list of skills with
-    ``catalog.catalog_text()`` (system prompt or context message).
+    By default its description is the catalog's text, unchanged: give the model the list of
+    skills with ``catalog.catalog_text()`` (system prompt or context message).
+    ``describe_catalog=True`` appends that list to the description instead (after a blank
+    line; nothing when no skill is model-invocable), fixed when the tool is built: rebuild
+    and re-register the tool after ``catalog.refresh()``.
     """
 
     async def execute(args: Any, ctx: Any) -> Any:
@@ -112,8 +117,11 @@ def build_skill_tool(cfg: ToolsConfig, catalog: SkillCatalog) -> ToolDefinition:
             return None
         return {"card": "generic", "title": f"Load skill {name}", "kind": "read"}
 
+    description = catalog_entry("skill")["description"]
+    listing = catalog.catalog_text() if describe_catalog else ""
     return define_catalog_tool(
         "skill",
+        description=f"{description}\n\n{listing}" if listing else description,
         output=ToolOutput(schema=_OUTPUT_SCHEMA, render=render),
         execute=execute,
         present_call=present_call,
