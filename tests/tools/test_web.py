@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import ipaddress
+import ssl
+import subprocess
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -616,6 +618,9 @@ def test_declarations(tmp_path: Path) -> None:
     for tool in h.tools:
         assert tool.timeout_ms == 30000
         assert tool.is_concurrency_safe is not None
+    fetch_tool, search_tool = h.tools
+    assert fetch_tool.is_concurrency_safe({"url": "https://example.com/"}) is True
+    assert search_tool.is_concurrency_safe({"queries": ["x"]}) is True
     assert WebError.code == "WEB_ERROR"
 
 
@@ -722,3 +727,91 @@ return {{ status: page.statusCode, truncated: page.truncated, title: found.sourc
             "refused": "WEB_DESTINATION_REFUSED",
         },
     }
+
+
+# -- TLS: the connection is pinned to an address, the certificate is checked for the name ----
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway CA and a leaf certificate for ``localhost`` only (DNS SAN, no IP SAN)."""
+    d = tmp_path_factory.mktemp("certs")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost\n")
+    for argv in (
+        [
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=codemode test CA",
+        ],
+        ["req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=localhost"],
+        [
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    ):
+        subprocess.run(["openssl", *argv], cwd=d, check=True, capture_output=True)
+    return d
+
+
+@pytest.fixture
+def tls_server(certs: Path) -> Iterator[tuple[LoopbackServer, list[str | None]]]:
+    srv = LoopbackServer()
+    names: list[str | None] = []
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(certs / "leaf.pem", certs / "leaf.key")
+    ctx.sni_callback = lambda sock, name, _ctx: names.append(name)  # type: ignore[assignment,func-returns-value]
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
+    srv.routes["/t"] = lambda h: h.reply(200, b"secure", "text/plain")
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield srv, names
+    srv.shutdown()
+    srv.server_close()
+    thread.join(5)
+
+
+async def test_https_pins_the_address_and_verifies_the_name(
+    tmp_path: Path, certs: Path, tls_server: tuple[LoopbackServer, list[str | None]]
+) -> None:
+    srv, names = tls_server
+    trusting = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    policy = DestinationPolicy.allowing(cidrs=["127.0.0.0/8"])
+    h = Host(tmp_path, WebConfig(policy=policy, tls_context=trusting))
+    url = f"https://localhost:{srv.port}/t"
+    result = await h.ok("web_fetch", {"url": url})
+    assert text_of(result) == f"Fetched {url} (HTTP 200)\n\nsecure"
+    # The connection went to the checked 127.0.0.1, yet TLS named the host (SNI) and the
+    # certificate (valid for "localhost" only) was verified for it.
+    assert names == ["localhost"]
+    assert srv.requests[-1][1]["Host"] == f"localhost:{srv.port}"
+    # The same server by address: its certificate does not cover 127.0.0.1.
+    message, code = await h.fail("web_fetch", {"url": f"https://127.0.0.1:{srv.port}/t"})
+    assert code == "WEB_CONNECT_FAILED"
+    assert "CERTIFICATE_VERIFY_FAILED" in message
+    # Without the test CA the certificate is not trusted at all.
+    untrusting = Host(tmp_path, WebConfig(policy=policy))
+    message, code = await untrusting.fail("web_fetch", {"url": url})
+    assert code == "WEB_CONNECT_FAILED"
+    assert "CERTIFICATE_VERIFY_FAILED" in message

@@ -255,7 +255,12 @@ async def _read(response: httpx.Response, url: str, max_bytes: int) -> tuple[byt
 
 
 async def _hop(
-    dest: Destination, *, max_bytes: int, user_agent: str, connect_timeout: float
+    dest: Destination,
+    *,
+    max_bytes: int,
+    user_agent: str,
+    connect_timeout: float,
+    tls: ssl.SSLContext,
 ) -> tuple[int, str | None, FetchResult | None]:
     """One request: ``(status, location, None)`` for a redirect, else the result."""
     url = dest.url
@@ -269,7 +274,7 @@ async def _hop(
     last_error: Exception | None = None
     for address in dest.addresses:
         pinned = url.copy_with(host=str(address))
-        transport = httpx.AsyncHTTPTransport(retries=0, verify=_tls_context())
+        transport = httpx.AsyncHTTPTransport(retries=0, verify=tls)
         client = httpx.AsyncClient(
             transport=transport,
             trust_env=False,
@@ -326,16 +331,24 @@ async def fetch(
     max_redirects: int,
     user_agent: str,
     connect_timeout: float = 10.0,
+    tls_context: ssl.SSLContext | None = None,
 ) -> FetchResult:
     """GET ``raw_url``, following up to ``max_redirects`` redirects, each hop re-checked.
 
-    The caller bounds the total time (``anyio.fail_after``/``move_on_after``).
+    ``tls_context`` verifies HTTPS servers (default: the system's CA bundle via httpx);
+    the server name checked is always the URL's host. The caller bounds the total time
+    (``anyio.fail_after``/``move_on_after``).
     """
+    tls = tls_context if tls_context is not None else _tls_context()
     url = check_url(raw_url)
     for _hop_index in range(max_redirects + 1):
         dest = await resolve_destination(url, policy)
         status, location, result = await _hop(
-            dest, max_bytes=max_bytes, user_agent=user_agent, connect_timeout=connect_timeout
+            dest,
+            max_bytes=max_bytes,
+            user_agent=user_agent,
+            connect_timeout=connect_timeout,
+            tls=tls,
         )
         if result is not None:
             return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -53,6 +54,8 @@ class WebConfig:
     - ``max_output_chars`` / ``max_source_chars``: the rendered text's cap and the HTML
       source cut before conversion (UTF-16 units).
     - ``max_sources`` / ``max_queries``: ``web_search``'s merge cap and query cap.
+    - ``tls_context``: how HTTPS servers are verified (default: httpx's CA bundle); the
+      name verified is always the URL's host, whatever address the connection is pinned to.
     """
 
     policy: DestinationPolicy = field(default_factory=DestinationPolicy)
@@ -65,6 +68,7 @@ class WebConfig:
     max_sources: int = 8
     max_queries: int = 4
     user_agent: str = "codemode-web-fetch/1.0"
+    tls_context: ssl.SSLContext | None = None
 
     @classmethod
     def from_env(
@@ -191,6 +195,7 @@ def build_web_fetch(cfg: ToolsConfig, web: WebConfig) -> ToolDefinition:
                 max_bytes=web.max_response_bytes,
                 max_redirects=web.max_redirects,
                 user_agent=web.user_agent,
+                tls_context=web.tls_context,
             )
 
         result = await _bounded(ctx, web.timeout_ms, f"fetching {url}", run)
