@@ -39,9 +39,14 @@ from codemode.tools.web import (
     address_refusal,
     build_web_tools,
 )
-from codemode.tools.web._client import decode_body
+from codemode.tools.web._client import _hop, decode_body
 from codemode.tools.web._markdown import html_to_markdown
-from codemode.tools.web._policy import parse_ipv4_host
+from codemode.tools.web._policy import (
+    Destination,
+    check_url,
+    parse_ipv4_host,
+    resolve_destination,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -815,3 +820,22 @@ async def test_https_pins_the_address_and_verifies_the_name(
     message, code = await untrusting.fail("web_fetch", {"url": url})
     assert code == "WEB_CONNECT_FAILED"
     assert "CERTIFICATE_VERIFY_FAILED" in message
+
+
+async def test_connections_never_re_resolve_the_name(server: LoopbackServer) -> None:
+    # DNS rebinding needs the client to resolve the name a second time when it connects.
+    # Hand the client a checked hop for a name that does not resolve at all (``.invalid``):
+    # it still reaches the server, so the connect used the checked address and nothing else.
+    server.routes["/t"] = lambda h: h.reply(200, b"pinned", "text/plain")
+    url = check_url(f"http://rebind.invalid:{server.port}/t")
+    dest = Destination(url, "rebind.invalid", (ipaddress.ip_address("127.0.0.1"),))
+    status, location, result = await _hop(
+        dest, max_bytes=1000, user_agent="t", connect_timeout=5, tls=ssl.create_default_context()
+    )
+    assert (status, location) == (200, None)
+    assert result is not None and result.text == "pinned"
+    assert server.requests[-1][1]["Host"] == f"rebind.invalid:{server.port}"
+    # And the resolver step itself refuses the name before any connection.
+    with pytest.raises(WebError) as info:
+        await resolve_destination(url, DestinationPolicy())
+    assert info.value.code == "WEB_DNS_FAILED"

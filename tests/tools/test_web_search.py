@@ -8,20 +8,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_web import Handler, Host, LoopbackServer, server, text_of
+from test_web import Handler, Host, LoopbackServer, text_of
+from test_web import server as server  # the loopback server fixture, shared
 
 from codemode.engine._presentation import call_card_fields, result_card_fields
+from codemode.tools._errors import WebError
 from codemode.tools.web import (
     BraveSearchProvider,
     SearchProvider,
+    SearchResponse,
+    SearchSource,
     SearxngProvider,
     WebConfig,
     search_provider_from_env,
 )
 
 pytestmark = pytest.mark.anyio
-
-__all__ = ["server"]  # the fixture, imported for its side effect of being collected here
 
 CITE = "Cite the relevant URLs above as markdown links in your answer."
 KEY = "brave-secret-key-123"
@@ -277,3 +279,44 @@ def test_provider_from_env() -> None:
         search_provider_from_env({"CODEMODE_SEARCH_PROVIDER": "brave"})
     assert KEY not in str(info.value)
     assert isinstance(WebConfig.from_env(both).provider, SearxngProvider)
+
+
+class StaticProvider:
+    """A host's own provider: fixed responses per query (the protocol is all it needs)."""
+
+    name = "static"
+
+    def __init__(self, responses: dict[str, SearchResponse | Exception]) -> None:
+        self.responses = responses
+
+    async def search(self, query: str, *, limit: int) -> SearchResponse:
+        answer = self.responses[query]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def test_a_host_provider(tmp_path: Path) -> None:
+    provider = StaticProvider(
+        {
+            "only answer": SearchResponse(answer="42"),
+            "links": SearchResponse(
+                sources=(
+                    SearchSource("javascript:alert(1)", title="evil"),
+                    SearchSource("https://ok.example/", title="OK"),
+                )
+            ),
+            "down": WebError("search provider static failed: HTTP 503", "WEB_SEARCH_FAILED"),
+        }
+    )
+    assert isinstance(provider, SearchProvider)
+    h = Host(tmp_path, WebConfig(provider=provider))
+    result = await h.ok("web_search", {"queries": ["only answer"]})
+    assert result.value == {"content": "42", "sources": [], "truncated": False}
+    assert text_of(result) == "42\n\n" + CITE
+    result = await h.ok("web_search", {"queries": ["links"]})
+    assert result.value["sources"] == [{"url": "https://ok.example/", "title": "OK"}]
+    assert await h.fail("web_search", {"queries": ["links", "down"]}) == (
+        "search provider static failed: HTTP 503",
+        "WEB_SEARCH_FAILED",
+    )

@@ -47,7 +47,7 @@ def html_to_markdown(
     html: str, *, max_source_chars: int = 200_000, max_depth: int = 512
 ) -> Converted:
     """Convert ``html`` (cut at ``max_source_chars``) to Markdown; see the module docstring."""
-    source_cut = utf16_len(html) > max_source_chars
+    source_cut = len(html) > max_source_chars or utf16_len(html) > max_source_chars
     if source_cut:
         html = utf16_head(html, max_source_chars)
     try:

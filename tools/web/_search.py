@@ -293,7 +293,8 @@ def merge_responses(
             if rank >= len(response.sources):
                 continue
             source = response.sources[rank]
-            if source.url in seen:
+            # Any provider's links, not just the shipped ones: only http(s) reach the model.
+            if _web_url(source.url) is None or source.url in seen:
                 continue
             seen.add(source.url)
             if len(merged) >= max_sources:

@@ -90,18 +90,23 @@ class _Conversions:
         self._items: OrderedDict[tuple[str, int], Converted] = OrderedDict()
 
     def convert(self, html: str, max_source_chars: int) -> Converted:
-        key = (html, max_source_chars)
+        # Only the cut source matters, so that is the key: an entry holds at most
+        # ``max_source_chars`` of source whatever the page's size. ``len`` first: it is O(1)
+        # and settles the common large case without scanning the whole page.
+        cut = len(html) > max_source_chars or utf16_len(html) > max_source_chars
+        source = utf16_head(html, max_source_chars) if cut else html
+        key = (source, max_source_chars)
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
-                return hit
-        done = html_to_markdown(html, max_source_chars=max_source_chars)
+                return Converted(hit.text, cut, hit.converted)
+        done = html_to_markdown(source, max_source_chars=max_source_chars)
         with self._lock:
             self._items[key] = done
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
-        return done
+        return Converted(done.text, cut, done.converted)
 
 
 _conversions = _Conversions()
@@ -172,7 +177,7 @@ def render_fetch(web: WebConfig, value: Any) -> tuple[str, bool]:
         cut = cut or converted.source_cut
     whole = header + body
     cap = web.max_output_chars
-    if cut or utf16_len(whole) > cap:
+    if cut or len(whole) > cap or utf16_len(whole) > cap:
         room = cap - utf16_len(TRUNCATION_NOTE)
         whole = utf16_head(whole, room) + TRUNCATION_NOTE if room > 0 else utf16_head(whole, cap)
         return whole, True
