@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import pytest
 
 from codemode.engine import (
@@ -604,12 +605,8 @@ async def test_abort_stops_a_fetch(tmp_path: Path, server: LoopbackServer) -> No
     controller = AbortController()
 
     async def abort_when_served() -> None:
-        import anyio
-
         await anyio.to_thread.run_sync(entered.wait, 10)
         controller.abort()
-
-    import anyio
 
     async with anyio.create_task_group() as group:
         group.start_soon(abort_when_served)
@@ -839,3 +836,27 @@ async def test_connections_never_re_resolve_the_name(server: LoopbackServer) -> 
     with pytest.raises(WebError) as info:
         await resolve_destination(url, DestinationPolicy())
     assert info.value.code == "WEB_DNS_FAILED"
+
+
+def test_policy_and_config_from_env() -> None:
+    assert DestinationPolicy.from_env({}) == DestinationPolicy()
+    policy = DestinationPolicy.from_env(
+        {
+            "CODEMODE_WEB_ALLOW_HOSTS": " 127.0.0.1, Intranet.Local. ",
+            "CODEMODE_WEB_ALLOW_CIDRS": "10.0.0.0/8",
+        }
+    )
+    loopback = ipaddress.ip_address("127.0.0.1")
+    assert policy.refusal("127.0.0.1", loopback) is None
+    assert policy.refusal("intranet.local", loopback) is None
+    assert policy.refusal("other", loopback) == "loopback"
+    assert policy.refusal("other", ipaddress.ip_address("10.9.9.9")) is None
+    assert DestinationPolicy.from_env({"CODEMODE_WEB_ALLOW_PRIVATE": "true"}).allow_private
+    with pytest.raises(ValueError):
+        DestinationPolicy.from_env({"CODEMODE_WEB_ALLOW_CIDRS": "not-a-net"})
+    cfg = WebConfig.from_env(
+        {"CODEMODE_WEB_ALLOW_PRIVATE": "1", "CODEMODE_SEARXNG_URL": "http://s"}
+    )
+    assert cfg.policy.allow_private and isinstance(cfg.provider, SearxngProvider)
+    with pytest.raises(ValueError, match="max_response_bytes"):
+        WebConfig(max_response_bytes=0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -190,6 +190,22 @@ class DestinationPolicy:
             allow_private=private,
             allow_hosts=frozenset(_normal_host(h) for h in hosts),
             allow_cidrs=tuple(ipaddress.ip_network(c, strict=False) for c in cidrs),
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> DestinationPolicy:
+        """A policy from ``CODEMODE_WEB_ALLOW_PRIVATE`` (``1``/``true``/``yes``),
+        ``CODEMODE_WEB_ALLOW_HOSTS`` and ``CODEMODE_WEB_ALLOW_CIDRS`` (comma-separated);
+        unset means the default, public-only policy. ``ValueError`` for a bad CIDR."""
+
+        def items(key: str) -> list[str]:
+            return [item.strip() for item in env.get(key, "").split(",") if item.strip()]
+
+        flag = env.get("CODEMODE_WEB_ALLOW_PRIVATE", "").strip().lower()
+        return cls.allowing(
+            hosts=items("CODEMODE_WEB_ALLOW_HOSTS"),
+            cidrs=items("CODEMODE_WEB_ALLOW_CIDRS"),
+            private=flag in ("1", "true", "yes", "on"),
         )
 
     def refusal(self, host: str, ip: IPAddress) -> str | None:

@@ -70,12 +70,33 @@ class WebConfig:
     user_agent: str = "codemode-web-fetch/1.0"
     tls_context: ssl.SSLContext | None = None
 
+    def __post_init__(self) -> None:
+        for name in (
+            "timeout_ms",
+            "max_response_bytes",
+            "max_output_chars",
+            "max_source_chars",
+            "max_sources",
+            "max_queries",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"WebConfig.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.max_redirects, bool) or not isinstance(self.max_redirects, int):
+            raise ValueError("WebConfig.max_redirects must be an integer")
+        if self.max_redirects < 0:
+            raise ValueError("WebConfig.max_redirects must not be negative")
+
     @classmethod
     def from_env(
         cls, env: Mapping[str, str], *, policy: DestinationPolicy | None = None
     ) -> WebConfig:
-        """A config whose provider comes from ``search_provider_from_env(env)``."""
-        return cls(policy=policy or DestinationPolicy(), provider=search_provider_from_env(env))
+        """A config from the environment: the provider from ``search_provider_from_env``,
+        the policy (unless given) from ``DestinationPolicy.from_env``."""
+        return cls(
+            policy=policy if policy is not None else DestinationPolicy.from_env(env),
+            provider=search_provider_from_env(env),
+        )
 
 
 # --- conversion cache: execute converts off the event loop, render reuses the result -------
