@@ -105,7 +105,7 @@ class WebConfig:
 class _Conversions:
     """A small LRU of ``html -> Converted`` so the pure ``render`` need not redo the work."""
 
-    def __init__(self, size: int = 4) -> None:
+    def __init__(self, size: int = 16) -> None:
         self._size = size
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[str, int], Converted] = OrderedDict()
@@ -130,6 +130,7 @@ class _Conversions:
         return Converted(done.text, cut, done.converted)
 
 
+# Sixteen pages of at most 200,000 source chars each: a few MB, enough for the calls in flight.
 _conversions = _Conversions()
 
 
