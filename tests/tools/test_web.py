@@ -398,6 +398,7 @@ async def test_source_cut_and_deep_nesting(host: Host, server: LoopbackServer) -
     out = text_of(result)
     assert out.endswith(NOTE)  # ...but the source cut did not
     assert "TAIL" not in out
+    assert len(out) <= 200_000
     assert result.meta["truncated"] is True
     result = await host.ok("web_fetch", {"url": server.url("/deep")})
     assert text_of(result) == f"Fetched {server.url('/deep')} (HTTP 200)\n\n{deep}"

@@ -28,8 +28,8 @@ import httpx
 from .._errors import WebError
 
 __all__ = [
-    "DestinationPolicy",
     "Destination",
+    "DestinationPolicy",
     "address_refusal",
     "check_url",
     "parse_ipv4_host",
