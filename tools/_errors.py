@@ -9,7 +9,8 @@
     ├── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
     ├── QuestionError  QUESTION_* codes (ask_user_question, question providers)
     ├── PlanModeError  PLAN_* codes (exit_plan_mode)
-    └── SkillError     SKILL_* codes (skill, the skill catalogue)
+    ├── SkillError     SKILL_* codes (skill, the skill catalogue)
+    └── WebError       WEB_* codes (web_fetch, web_search; listed in tools/web/__init__.py)
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
 stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
@@ -32,14 +33,6 @@ from __future__ import annotations
 from codemode.engine import HarnessError
 
 __all__ = [
-    "BashError",
-    "FsError",
-    "JobError",
-    "PlanModeError",
-    "QuestionError",
-    "SearchError",
-    "SkillError",
-    "io_error",
 ]
 
 
@@ -107,3 +100,12 @@ class SkillError(HarnessError):
 
     family = "SKILL_"
     code = "SKILL_ERROR"
+
+
+class WebError(HarnessError):
+    """A ``web_fetch``/``web_search`` failure; ``code`` is one of the ``WEB_*`` codes."""
+
+    #: Every instance carries one of the ``WEB_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "WEB_"
+    code = "WEB_ERROR"
