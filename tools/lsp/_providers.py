@@ -45,7 +45,10 @@ def _command(given: Sequence[str] | None, name: str, *extra: str) -> tuple[str, 
         argv = tuple(given)
         if not argv:
             return None
-        found = argv[0] if os.sep in argv[0] else find_executable(argv[0])
+        if os.sep in argv[0]:
+            found = argv[0] if os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK) else None
+        else:
+            found = find_executable(argv[0])
         return (found, *argv[1:]) if found is not None else None
     found = find_executable(name)
     return (found, *extra) if found is not None else None

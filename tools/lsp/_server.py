@@ -40,7 +40,6 @@ _STDERR_TAIL_BYTES = 4096
 # Documents kept open per server; the least recently used is closed beyond it, so a long
 # session that touches thousands of files does not grow the server (or us) without bound.
 _MAX_OPEN_DOCUMENTS = 128
-_SHUTDOWN_GRACE_S = 2.0
 _KILL_GRACE_S = 1.0
 
 # pid -> process, for the atexit sweep (a plain dict: entries are removed at teardown).
@@ -96,7 +95,7 @@ class LspServerSpec:
 
 def _client_capabilities() -> dict[str, Any]:
     return {
-        "general": {"positionEncodings": ["utf-16"]},
+        "general": {"positionEncodings": ["utf-32", "utf-16"]},
         "textDocument": {
             "synchronization": {"didSave": False, "dynamicRegistration": False},
             "hover": {"contentFormat": ["markdown", "plaintext"]},
@@ -132,6 +131,17 @@ class LanguageServer:
     def pid(self) -> int:
         """The server's process id (also its process group id)."""
         return self.process.pid
+
+    @property
+    def position_encoding(self) -> str:
+        """The column encoding the server negotiated (``utf-16`` unless it said otherwise)."""
+        encoding = self.capabilities.get("positionEncoding")
+        return encoding if encoding in ("utf-8", "utf-16", "utf-32") else "utf-16"
+
+    def document_text(self, uri: str) -> str | None:
+        """The text the server was last given for ``uri``, if it is open."""
+        doc = self._documents.get(uri)
+        return doc.text if doc is not None else None
 
     @property
     def alive(self) -> bool:
@@ -209,16 +219,21 @@ class LanguageServer:
                 await self._settle()
                 raise self.failure("textDocument synchronization") from None
 
-    async def stop(self) -> None:
-        """``shutdown`` + ``exit`` when it still answers, then kill the process group."""
+    async def stop(self, grace_s: float = 1.0) -> None:
+        """``shutdown`` + ``exit`` when it still answers (waiting up to ``grace_s`` for it
+        to leave), then kill the process group."""
         with anyio.CancelScope(shield=True):
             if self.alive:
-                with anyio.move_on_after(_SHUTDOWN_GRACE_S):
+                with anyio.move_on_after(grace_s):
                     try:
                         await self.connection.request("shutdown")
                         await self.connection.notify("exit")
                     except (ConnectionLost, ResponseError):
                         pass
+                    # End of input too: some servers only leave their read loop on EOF.
+                    if self.process.stdin is not None:
+                        with contextlib.suppress(Exception):
+                            await self.process.stdin.aclose()
                     await self.process.wait()
             if self.process.returncode is None:
                 _kill_group(self.pid, signal.SIGTERM)
@@ -262,7 +277,9 @@ class LspManager:
 
     ``servers`` are the specs to offer (default ``default_servers()``); the first whose
     ``handles`` accepts a file serves it. ``request_timeout_s`` bounds each request and
-    ``startup_timeout_s`` a server's start and ``initialize``.
+    ``startup_timeout_s`` a server's start and ``initialize``; ``shutdown_grace_s`` is how
+    long a server may take to exit after ``shutdown``/``exit`` before its process group is
+    killed; ``env`` replaces the servers' environment (default: the host's).
     """
 
     def __init__(
@@ -271,6 +288,7 @@ class LspManager:
         *,
         request_timeout_s: float = 30.0,
         startup_timeout_s: float = 30.0,
+        shutdown_grace_s: float = 1.0,
         env: Mapping[str, str] | None = None,
     ) -> None:
         if servers is None:
@@ -280,6 +298,7 @@ class LspManager:
         self.servers: tuple[LspServerSpec, ...] = tuple(servers)
         self.request_timeout_s = request_timeout_s
         self.startup_timeout_s = startup_timeout_s
+        self.shutdown_grace_s = shutdown_grace_s
         self._env = dict(env) if env is not None else None
         self._running: dict[tuple[str, str], LanguageServer] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
@@ -312,7 +331,7 @@ class LspManager:
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for server in servers:
-                    tg.start_soon(server.stop)
+                    tg.start_soon(server.stop, self.shutdown_grace_s)
         if self._group is not None:
             self._group.cancel_scope.cancel()
 
@@ -337,7 +356,7 @@ class LspManager:
                 return current
             if current is not None:
                 del self._running[key]
-                await current.stop()
+                await current.stop(self.shutdown_grace_s)
             started = await self._start(root, spec)
             self._running[key] = started
             return started
@@ -388,17 +407,17 @@ class LspManager:
                 result = await server.request("initialize", params)
                 await connection.notify("initialized", {})
         except TimeoutError:
-            await server.stop()
+            await server.stop(self.shutdown_grace_s)
             raise LspError(
                 f'language server "{spec.name}" did not initialize within '
                 f"{self.startup_timeout_s:g} s",
                 "LSP_TIMEOUT",
             ) from None
         except ConnectionLost:
-            await server.stop()
+            await server.stop(self.shutdown_grace_s)
             raise server.failure("initialize") from None
         except BaseException:
-            await server.stop()
+            await server.stop(self.shutdown_grace_s)
             raise
         if isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
             server.capabilities = result["capabilities"]

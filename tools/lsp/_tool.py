@@ -34,7 +34,8 @@ from .._config import ToolsConfig
 from .._errors import FsError, LspError, io_error
 from .._text import utf16_head, utf16_len
 from ..fs._io import check_regular, decode_utf8, open_readable, read_fd
-from ._server import LspManager
+from ._positions import UTF16, convert_column, line_text, read_source, relocate
+from ._server import LanguageServer, LspManager
 
 __all__ = ["MAX_LOCATIONS", "MAX_RENDER_CHARS", "OPERATIONS", "build_lsp_tool", "render_lsp"]
 
@@ -44,6 +45,8 @@ MAX_RENDER_CHARS = 16000
 # The largest source file sent to a server: beyond it the server would be the bottleneck
 # (and a multi-gigabyte "source file" is an attack on host memory, not code to navigate).
 MAX_FILE_BYTES = 8 * 1024 * 1024
+# Result files read from disk to convert columns (a server's own encoding) per call.
+_MAX_SOURCES = 256
 
 _METHODS = {
     "goToDefinition": ("textDocument/definition", "definitionProvider"),
@@ -316,6 +319,22 @@ def _present_call(args: Any) -> dict[str, Any] | None:
     }
 
 
+async def _texts(server: LanguageServer, locations: list[dict[str, Any]]) -> dict[str, str | None]:
+    """The text of every file ``locations`` name, to convert their columns: what the server
+    was given for open documents, else the file on disk (at most ``_MAX_SOURCES`` read)."""
+    texts: dict[str, str | None] = {}
+    for loc in locations:
+        uri = loc["uri"]
+        if uri in texts:
+            continue
+        known = server.document_text(uri)
+        if known is not None:
+            texts[uri] = known
+        elif len(texts) < _MAX_SOURCES:
+            texts[uri] = await anyio.to_thread.run_sync(read_source, uri)
+    return texts
+
+
 # -- the tool ------------------------------------------------------------------------------
 
 
@@ -353,6 +372,10 @@ def build_lsp_tool(cfg: ToolsConfig, servers: LspManager) -> ToolDefinition:
                     f'language server "{spec.name}" does not support {operation}',
                     "LSP_UNSUPPORTED",
                 )
+            encoding = server.position_encoding
+            params["position"]["character"] = convert_column(
+                line_text(content, line - 1), character - 1, UTF16, encoding
+            )
             await server.sync(uri, file_path, content)
             result = await server.request(method, params)
         if scope.cancelled_caught:
@@ -362,10 +385,19 @@ def build_lsp_tool(cfg: ToolsConfig, servers: LspManager) -> ToolDefinition:
                 "LSP_TIMEOUT",
             )
         if operation == "hover":
-            return {"kind": "hover", "hover": hover_of(result)}
+            hover = hover_of(result)
+            if hover is not None and "range" in hover:
+                [moved] = relocate(
+                    [{"uri": uri, "range": hover["range"]}], {uri: content}, encoding
+                )
+                hover["range"] = moved["range"]
+            return {"kind": "hover", "hover": hover}
+        locations = locations_of(result)
+        if encoding != UTF16:
+            locations = relocate(locations, await _texts(server, locations), encoding)
         return {
             "kind": "locations",
-            "locations": locations_of(result),
+            "locations": locations,
             "resolvedWorkspaceUri": Path(root).as_uri(),
         }
 
