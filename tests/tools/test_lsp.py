@@ -32,6 +32,7 @@ from codemode.tools.lsp import (
     LspServerSpec,
     build_lsp_tool,
     default_servers,
+    kill_all_servers,
     render_lsp,
 )
 from codemode.tools.lsp._tool import _checked
@@ -52,14 +53,15 @@ WIDE_PY = """from pkg.a import greet
 x = "\U0001f600" + greet("z")
 """
 
-FAKE_SERVER = '''"""A tiny real language server for the ``lsp`` tests' failure paths (run as a program).
+FAKE_SERVER = r'''"""A tiny real language server for the ``lsp`` tests' failure paths (run as a program).
 
 It speaks LSP over stdio with ``Content-Length`` framing, like any server. Before answering
 ``initialize`` it asks the client ``workspace/configuration`` and
 ``window/workDoneProgress/create`` and records the answers in ``$FAKE_LSP_LOG``. Hover then
 depends on the opened document's text: ``CRASH`` exits with code 3 (after a line on
 stderr), ``HANG`` never answers, ``BIG`` floods stderr first (a client that does not drain
-it would deadlock), anything else answers a list of MarkedStrings.
+it would deadlock), ``DEEP`` answers JSON nested 200,000 deep, ``HUGE`` announces a
+100 GB frame, anything else answers a list of MarkedStrings.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def _log(entry: object) -> None:
     path = os.environ.get("FAKE_LSP_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\\n")
+            fh.write(json.dumps(entry) + "\n")
 
 
 def _read() -> dict[str, object] | None:
@@ -87,7 +89,7 @@ def _read() -> dict[str, object] | None:
         line = _in.readline()
         if not line:
             return None
-        if line in (b"\\r\\n", b"\\n"):
+        if line in (b"\r\n", b"\n"):
             break
         name, _, value = line.decode("ascii").partition(":")
         if name.lower() == "content-length":
@@ -99,7 +101,7 @@ def _read() -> dict[str, object] | None:
 
 def _send(message: dict[str, object]) -> None:
     body = json.dumps(message).encode()
-    _out.write(b"Content-Length: %d\\r\\n\\r\\n" % len(body) + body)
+    _out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     _out.flush()
 
 
@@ -145,13 +147,23 @@ def main() -> None:
         elif method == "textDocument/hover":
             text = _documents.get(params["textDocument"]["uri"], "")
             if "CRASH" in text:
-                sys.stderr.write("fake server: crashing on purpose\\n")
+                sys.stderr.write("fake server: crashing on purpose\n")
                 sys.stderr.flush()
                 sys.exit(3)
             if "HANG" in text:
                 continue
+            if "DEEP" in text:
+                body = b'{"jsonrpc":"2.0","id":%d,"result":' % message["id"]
+                body += b"[" * 200_000 + b"]" * 200_000 + b"}"
+                _out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                _out.flush()
+                continue
+            if "HUGE" in text:
+                _out.write(b"Content-Length: 99999999999\r\n\r\n")
+                _out.flush()
+                continue
             if "BIG" in text:
-                sys.stderr.write("x" * 1_000_000 + "\\n")
+                sys.stderr.write("x" * 1_000_000 + "\n")
                 sys.stderr.flush()
             _send(
                 {
@@ -256,6 +268,22 @@ async def lsp(ws: Path, tmp_path: Path) -> AsyncIterator[Lsp]:
         env=env,
     ) as manager:
         yield Lsp(ws, tmp_path, manager)
+
+
+def _in_session(sid: int) -> list[int]:
+    """Live processes whose session is ``sid`` (a server leads its own session)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(") ", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
 
 
 def _fake_log(tmp_path: Path) -> list[dict[str, Any]]:
@@ -370,7 +398,9 @@ async def test_teardown_stops_every_server(ws: Path, tmp_path: Path) -> None:
         await lsp.ok(operation="hover", file_path="x.fake", line=1, character=1)
         pids = [server.pid for server in manager.running()]
         assert len(pids) == 2 and all(alive(pid) for pid in pids)
+        assert all(pid in _in_session(pid) for pid in pids)
     assert not any(alive(pid) for pid in pids)
+    assert not any(_in_session(pid) for pid in pids)  # helpers the servers spawned too
     assert manager.running() == []
     # A closed manager refuses instead of starting a server nobody will stop.
     assert await lsp.fail(operation="hover", file_path="pkg/a.py", line=1, character=5) == (
@@ -538,6 +568,44 @@ async def test_a_crash_fails_the_call_and_the_next_call_restarts(lsp: Lsp) -> No
     assert value["hover"] is not None
     [fresh] = lsp.manager.running()
     assert fresh.pid != dead.pid
+
+
+@pytest.mark.parametrize(
+    ("trigger", "why"),
+    [
+        ("DEEP", "invalid JSON"),
+        ("HUGE", "a 99999999999-byte message (limit 67108864)"),
+    ],
+)
+async def test_hostile_frames_end_only_that_connection(lsp: Lsp, trigger: str, why: str) -> None:
+    (lsp.ws / "a.fake").write_text(trigger)
+    message, code = await lsp.fail(operation="hover", file_path="a.fake", line=1, character=1)
+    assert code == "LSP_SERVER_ERROR"
+    assert message.startswith('language server "fake" ')
+    assert "it will be restarted on the next call" in message
+    [server] = lsp.manager.running()
+    assert server.connection.lost is not None and why in str(server.connection.lost)
+    # The host (and the other server's tasks) carry on; the next call gets a fresh server.
+    (lsp.ws / "a.fake").write_text("calm")
+    value, _ = await lsp.ok(operation="hover", file_path="a.fake", line=1, character=1)
+    assert value["hover"] is not None
+    [fresh] = lsp.manager.running()
+    assert fresh.pid != server.pid and not alive(server.pid)
+
+
+def test_kill_all_servers_is_the_atexit_sweep(ws: Path, tmp_path: Path) -> None:
+    async def main() -> int:
+        async with LspManager([_fake_spec(tmp_path)]) as manager:
+            lsp = Lsp(ws, tmp_path, manager)
+            (ws / "a.fake").write_text("hello")
+            await lsp.ok(operation="hover", file_path="a.fake", line=1, character=1)
+            [server] = manager.running()
+            kill_all_servers()  # what atexit runs when a host exits without a teardown
+            await server.process.wait()
+            assert server.process.returncode == -signal.SIGKILL
+            return server.pid
+
+    assert not alive(anyio.run(main))
 
 
 async def test_a_hanging_request_is_bounded(ws: Path, tmp_path: Path) -> None:

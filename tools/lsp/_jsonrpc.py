@@ -198,12 +198,16 @@ class JsonRpcConnection:
                 body = await self._reader.read()
                 try:
                     message = json.loads(body)
-                except (ValueError, UnicodeDecodeError):
+                except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
                     raise ConnectionLost("the language server sent invalid JSON") from None
                 if isinstance(message, dict):
                     await self._dispatch(message)
         except ConnectionLost as exc:
             self._lost = exc
+        except Exception as exc:
+            # Whatever a server sends must not take the host's task group down: a message
+            # the client cannot handle ends this connection only.
+            self._lost = ConnectionLost(f"protocol error: {type(exc).__name__}: {exc}")
         finally:
             if self._lost is None:
                 self._lost = ConnectionLost("the connection to the language server was closed")
