@@ -35,6 +35,7 @@ from codemode.tools.lsp import (
     kill_all_servers,
     render_lsp,
 )
+from codemode.tools.lsp._positions import convert_column
 from codemode.tools.lsp._tool import _checked
 
 pytestmark = pytest.mark.anyio
@@ -317,6 +318,12 @@ async def test_definition_across_files(lsp: Lsp) -> None:
         "resolvedWorkspaceUri": root.as_uri(),
     }
     assert shown == "pkg/a.py:1:5"
+    # jedi offers no implementationProvider: said plainly rather than as an empty answer.
+    message, code = await lsp.fail(
+        operation="goToImplementation", file_path="pkg/b.py", line=3, character=7
+    )
+    assert code == "LSP_UNSUPPORTED"
+    assert message == 'language server "jedi-language-server" does not support goToImplementation'
 
 
 async def test_references_include_the_declaration_grouped_by_file(lsp: Lsp) -> None:
@@ -354,6 +361,27 @@ async def test_positions_count_utf16_code_units(lsp: Lsp) -> None:
         operation="goToDefinition", file_path="pkg/wide.py", line=2, character=12
     )
     assert shown == "pkg/a.py:1:5"
+    _, shown = await lsp.ok(operation="findReferences", file_path="pkg/a.py", line=1, character=5)
+    assert "pkg/wide.py:2:12" in shown.splitlines()
+    # A result in a file the server was never given: its columns come from the disk copy.
+    (lsp.ws / "pkg" / "emo.py").write_text('E = "\U0001f600"; F = 1\n', encoding="utf-8")
+    (lsp.ws / "pkg" / "use.py").write_text("from pkg.emo import F\nprint(F)\n")
+    value, shown = await lsp.ok(
+        operation="goToDefinition", file_path="pkg/use.py", line=2, character=7
+    )
+    assert shown == "pkg/emo.py:1:11"
+    assert value["locations"][0]["range"]["end"] == {"line": 0, "character": 11}
+
+
+def test_column_conversion() -> None:
+    line = "a\U0001f600b\u00e9c"
+    # b: code point 2, UTF-16 unit 3, UTF-8 byte 5.
+    assert convert_column(line, 2, "utf-32", "utf-16") == 3
+    assert convert_column(line, 3, "utf-16", "utf-32") == 2
+    assert convert_column(line, 5, "utf-8", "utf-16") == 3
+    assert convert_column(line, 5, "utf-16", "utf-8") == 8  # past "é" (two bytes)
+    assert convert_column(line, 40, "utf-32", "utf-16") == 41  # past the end: excess kept
+    assert convert_column(None, 7, "utf-32", "utf-16") == 7
 
 
 async def test_a_file_changed_on_disk_is_resynced(lsp: Lsp) -> None:
@@ -365,14 +393,6 @@ async def test_a_file_changed_on_disk_is_resynced(lsp: Lsp) -> None:
     )
     assert len(value["locations"]) == before + 1
     assert "pkg/b.py:6:7" in shown.splitlines()
-
-
-async def test_go_to_implementation_unsupported_by_jedi(lsp: Lsp) -> None:
-    message, code = await lsp.fail(
-        operation="goToImplementation", file_path="pkg/b.py", line=3, character=7
-    )
-    assert code == "LSP_UNSUPPORTED"
-    assert message == 'language server "jedi-language-server" does not support goToImplementation'
 
 
 async def test_concurrent_calls_share_one_server(lsp: Lsp) -> None:

@@ -4,8 +4,8 @@ The tool's contract is UTF-16 (what the model counts and LSP's default). Servers
 negotiate ``utf-8`` or ``utf-32`` instead (``positionEncoding``); ``jedi-language-server``
 in fact reports code-point columns whatever it advertises, so the client offers
 ``utf-32`` first and converts here. Converting a column needs its line's text: the queried
-file's current contents going in, each result file's text (an open document, else read from
-disk, bounded) coming out. A column on a line that cannot be read is left as is.
+file's current contents going in, each result file's lines (from an open document, else read
+from disk, bounded; only the lines named are kept) coming out. A column on a line that cannot be read is left as is.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["UTF16", "convert_column", "line_text", "read_source", "relocate"]
+__all__ = ["UTF16", "convert_column", "line_text", "read_source", "relocate", "wanted_lines"]
 
 UTF16 = "utf-16"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -77,25 +77,33 @@ def read_source(uri: str) -> str | None:
     return data.decode("utf-8", "replace")
 
 
+def wanted_lines(text: str, lines: set[int]) -> dict[int, str]:
+    """The ``lines`` (zero-based) of ``text`` that exist, by number (the rest is dropped, so
+    converting columns across many files keeps only the lines it needs)."""
+    found: dict[int, str] = {}
+    for number, line in enumerate(_LINE_BREAK.split(text)):
+        if number in lines:
+            found[number] = line
+    return found
+
+
 def relocate(
-    locations: list[dict[str, Any]], texts: Mapping[str, str | None], encoding: str
+    locations: list[dict[str, Any]], lines: Mapping[str, Mapping[int, str]], encoding: str
 ) -> list[dict[str, Any]]:
-    """``locations`` with every column converted from ``encoding`` to UTF-16."""
+    """``locations`` with every column converted from ``encoding`` to UTF-16; ``lines``
+    holds, per URI, the text of the lines they name (a missing line keeps its column)."""
     if encoding == UTF16:
         return locations
     out: list[dict[str, Any]] = []
     for loc in locations:
-        source = texts.get(loc["uri"])
-        if source is None:
-            out.append(loc)
-            continue
+        known = lines.get(loc["uri"], {})
         rng = {}
         for end in ("start", "end"):
             pos = loc["range"][end]
             rng[end] = {
                 "line": pos["line"],
                 "character": convert_column(
-                    line_text(source, pos["line"]), pos["character"], encoding, UTF16
+                    known.get(pos["line"]), pos["character"], encoding, UTF16
                 ),
             }
         out.append({"uri": loc["uri"], "range": rng})

@@ -34,7 +34,14 @@ from .._config import ToolsConfig
 from .._errors import FsError, LspError, io_error
 from .._text import utf16_head, utf16_len
 from ..fs._io import check_regular, decode_utf8, open_readable, read_fd
-from ._positions import UTF16, convert_column, line_text, read_source, relocate
+from ._positions import (
+    UTF16,
+    convert_column,
+    line_text,
+    read_source,
+    relocate,
+    wanted_lines,
+)
 from ._server import LanguageServer, LspManager
 
 __all__ = ["MAX_LOCATIONS", "MAX_RENDER_CHARS", "OPERATIONS", "build_lsp_tool", "render_lsp"]
@@ -46,7 +53,7 @@ MAX_RENDER_CHARS = 16000
 # (and a multi-gigabyte "source file" is an attack on host memory, not code to navigate).
 MAX_FILE_BYTES = 8 * 1024 * 1024
 # Result files read from disk to convert columns (a server's own encoding) per call.
-_MAX_SOURCES = 256
+_MAX_SOURCES = 128
 
 _METHODS = {
     "goToDefinition": ("textDocument/definition", "definitionProvider"),
@@ -319,20 +326,31 @@ def _present_call(args: Any) -> dict[str, Any] | None:
     }
 
 
-async def _texts(server: LanguageServer, locations: list[dict[str, Any]]) -> dict[str, str | None]:
-    """The text of every file ``locations`` name, to convert their columns: what the server
-    was given for open documents, else the file on disk (at most ``_MAX_SOURCES`` read)."""
-    texts: dict[str, str | None] = {}
+def _source_lines(uri: str, known: str | None, lines: set[int]) -> dict[int, str]:
+    text = known if known is not None else read_source(uri)
+    return wanted_lines(text, lines) if text is not None else {}
+
+
+async def _lines_of(
+    server: LanguageServer, locations: list[dict[str, Any]]
+) -> dict[str, dict[int, str]]:
+    """The lines ``locations`` name, per file, to convert their columns: from what the server
+    was given for open documents, else from the file on disk (at most ``_MAX_SOURCES``
+    files read per call)."""
+    needed: dict[str, set[int]] = {}
     for loc in locations:
-        uri = loc["uri"]
-        if uri in texts:
-            continue
+        rng = loc["range"]
+        needed.setdefault(loc["uri"], set()).update((rng["start"]["line"], rng["end"]["line"]))
+    found: dict[str, dict[int, str]] = {}
+    read = 0
+    for uri, lines in needed.items():
         known = server.document_text(uri)
-        if known is not None:
-            texts[uri] = known
-        elif len(texts) < _MAX_SOURCES:
-            texts[uri] = await anyio.to_thread.run_sync(read_source, uri)
-    return texts
+        if known is None:
+            if read >= _MAX_SOURCES:
+                continue
+            read += 1
+        found[uri] = await anyio.to_thread.run_sync(_source_lines, uri, known, lines)
+    return found
 
 
 # -- the tool ------------------------------------------------------------------------------
@@ -387,14 +405,14 @@ def build_lsp_tool(cfg: ToolsConfig, servers: LspManager) -> ToolDefinition:
         if operation == "hover":
             hover = hover_of(result)
             if hover is not None and "range" in hover:
-                [moved] = relocate(
-                    [{"uri": uri, "range": hover["range"]}], {uri: content}, encoding
-                )
+                rng = hover["range"]
+                lines = wanted_lines(content, {rng["start"]["line"], rng["end"]["line"]})
+                [moved] = relocate([{"uri": uri, "range": rng}], {uri: lines}, encoding)
                 hover["range"] = moved["range"]
             return {"kind": "hover", "hover": hover}
         locations = locations_of(result)
         if encoding != UTF16:
-            locations = relocate(locations, await _texts(server, locations), encoding)
+            locations = relocate(locations, await _lines_of(server, locations), encoding)
         return {
             "kind": "locations",
             "locations": locations,
