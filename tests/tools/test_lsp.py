@@ -134,7 +134,7 @@ def main() -> None:
                 {
                     "jsonrpc": "2.0",
                     "id": message["id"],
-                    "result": {"capabilities": {"hoverProvider": True, "definitionProvider": True}},
+                    "result": {"capabilities": {"hoverProvider": {}, "definitionProvider": True}},
                 }
             )
         elif method == "textDocument/didOpen":

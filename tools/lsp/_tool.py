@@ -385,7 +385,9 @@ def build_lsp_tool(cfg: ToolsConfig, servers: LspManager) -> ToolDefinition:
         result: Any = None
         with anyio.move_on_after(servers.request_timeout_s) as scope:
             server = await servers.server(root, spec)
-            if not server.capabilities.get(capability):
+            offered = server.capabilities.get(capability)
+            # ``true`` or an options object (even an empty one) means the server offers it.
+            if offered is not True and not isinstance(offered, dict):
                 raise LspError(
                     f'language server "{spec.name}" does not support {operation}',
                     "LSP_UNSUPPORTED",
