@@ -10,6 +10,7 @@
     ├── QuestionError  QUESTION_* codes (ask_user_question, question providers)
     ├── PlanModeError  PLAN_* codes (exit_plan_mode)
     ├── SkillError     SKILL_* codes (skill, the skill catalogue)
+    ├── LspError       LSP_* codes (lsp)
     └── WebError       WEB_* codes (web_fetch, web_search; listed in tools/web/__init__.py)
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
@@ -25,7 +26,8 @@ FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORK
 ``FS_STALE_VERSION`` (read-before-write), ``FS_EDIT_NOT_FOUND``, ``FS_AMBIGUOUS_EDIT``,
 ``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call),
 ``FS_IO_ERROR`` (any other operating-system error, its text in the message), ``FS_ABORTED``.
-BASH and JOB codes are listed in ``tools/shell/_bash.py`` and ``tools/shell/_jobs.py``.
+BASH and JOB codes are listed in ``tools/shell/_bash.py`` and ``tools/shell/_jobs.py``,
+LSP codes in ``tools/lsp/_tool.py``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ from __future__ import annotations
 from codemode.engine import HarnessError
 
 __all__ = [
+    "BashError",
+    "FsError",
+    "JobError",
+    "LspError",
+    "PlanModeError",
+    "QuestionError",
+    "SearchError",
+    "SkillError",
+    "WebError",
+    "io_error",
 ]
 
 
@@ -109,3 +121,11 @@ class WebError(HarnessError):
     #: raised without a code.
     family = "WEB_"
     code = "WEB_ERROR"
+
+
+class LspError(HarnessError):
+    """An ``lsp`` failure; ``code`` is one of the ``LSP_*`` codes listed in
+    ``tools/lsp/_tool.py``."""
+
+    family = "LSP_"
+    code = "LSP_SERVER_ERROR"
