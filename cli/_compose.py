@@ -77,10 +77,13 @@ async def install_builtin_tools(
     ``interactive``: questions and plan reviews are asked on this terminal (refused with a
     clear error when stdin is not one); ``False`` (a server) registers no provider.
     ``skills_dirs``: where ``skill`` finds ``SKILL.md`` folders, besides the workspace's
-    ``.codemode/skills``.
+    ``.codemode/skills``. The web tools' destinations and search provider come from the
+    ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables.
     """
     import codemode.tools as first_party
+    from codemode.tools.lsp import LspManager
     from codemode.tools.skills import SkillCatalog
+    from codemode.tools.web import WebConfig
 
     from ._questions import InteractiveQuestionProvider
 
@@ -93,6 +96,8 @@ async def install_builtin_tools(
     fs_policy = first_party.FsObservationPolicy()
     fs_policy.install(runtime)
     skills = SkillCatalog([workspace / ".codemode" / "skills", *skills_dirs])
+    # Language servers start on the first lsp call and stop when the stack closes.
+    lsp = await stack.enter_async_context(LspManager())
     for definition in first_party.default_tools(
         workspace,
         fs_policy=fs_policy,
@@ -102,6 +107,8 @@ async def install_builtin_tools(
         questions=InteractiveQuestionProvider(stdin=0) if interactive else None,
         skills=skills,
         skills_in_description=skills_in_description,
+        web=WebConfig.from_env(os.environ),
+        lsp=lsp,
     ):
         runtime.register(definition)
 

@@ -18,6 +18,7 @@ from .fs._paths import Workspace
 from .fs._read import build_read
 from .fs._write_edit import build_edit, build_write
 from .interact._ask import build_ask_user_question
+from .lsp._tool import build_lsp_tool
 from .interact._plan import PlanMode, build_exit_plan_mode
 from .search._glob import build_glob
 from .search._grep import build_grep
@@ -25,6 +26,7 @@ from .shell._bash import build_bash
 from .shell._job_tools import build_job_kill, build_job_list, build_job_output
 from .skills._catalog import SkillCatalog
 from .skills._tool import build_skill_tool
+from .web._tools import build_web_tools
 
 if TYPE_CHECKING:
     from codemode.engine.policies import SpillStore
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from .fs._images import AttachmentStore
     from .fs._policy import FsObservationPolicy
     from .interact._questions import QuestionProvider
+    from .lsp._server import LspManager
+    from .web._tools import WebConfig
     from .shell._jobs import JobManager
 
 __all__ = ["default_tools"]
@@ -67,12 +71,15 @@ def default_tools(
     plan_mode: PlanMode | None = None,
     skills: SkillCatalog | None = None,
     skills_in_description: bool = False,
+    web: WebConfig | None = None,
+    lsp: LspManager | None = None,
 ) -> list[ToolDefinition]:
     """The first-party tools, named as in the catalog, bound to ``workspace``.
 
     Returns ``read``, ``write``, ``edit``, ``read_image`` (only with ``accepts_images``),
     ``str_replace_editor``, ``glob``, ``grep``, ``bash``, ``job_list``, ``job_output``,
-    ``job_kill``, ``todo_write``, ``ask_user_question``, ``exit_plan_mode`` and ``skill``.
+    ``job_kill``, ``todo_write``, ``ask_user_question``, ``exit_plan_mode``, ``skill``,
+    ``web_fetch`` and ``web_search``, then ``lsp`` (only with ``lsp``).
 
     - ``fs_policy``: an ``FsObservationPolicy`` the file tools record reads into; install
       the same instance on the runtime to enforce read-before-write.
@@ -112,6 +119,12 @@ def default_tools(
       a skill mentions can be read. ``skills_in_description`` appends the catalog's
       ``<available_skills>`` list to ``skill``'s description (otherwise the host gives the
       model ``skills.catalog_text()``, and the description stays the catalog's).
+    - ``web``: ``web_fetch``/``web_search``'s ``WebConfig`` (``codemode.tools.web``):
+      destinations (default: public addresses only, checked after resolution), caps and
+      the search provider (default none: ``web_search`` fails until one is configured;
+      ``WebConfig.from_env(os.environ)`` reads them from ``CODEMODE_*`` variables).
+    - ``lsp``: a running ``LspManager`` (``async with LspManager() as lsp``) for the ``lsp``
+      tool; it starts language servers on first use and stops them when its block ends.
     """
     space = Workspace(workspace)
     out_dir = (
@@ -184,5 +197,8 @@ def default_tools(
         build_ask_user_question(cfg, questions),
         build_exit_plan_mode(cfg, plan_mode if plan_mode is not None else PlanMode(), questions),
         build_skill_tool(cfg, catalog, describe_catalog=skills_in_description),
+        *build_web_tools(cfg, web),
     ]
+    if lsp is not None:
+        tools.append(build_lsp_tool(cfg, lsp))
     return tools

@@ -30,6 +30,9 @@ PACKAGES = {
     "ask_user_question": "@deepseek-ai/dsh-tool-ask-user",
     "exit_plan_mode": "@deepseek-ai/dsh-plan-mode",
     "skill": "@deepseek-ai/dsh-tool-skill",
+    "web_fetch": "@deepseek-ai/dsh-tool-web",
+    "web_search": "@deepseek-ai/dsh-tool-web",
+    "lsp": "@deepseek-ai/dsh-tool-lsp",
 }
 
 

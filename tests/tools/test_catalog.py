@@ -34,6 +34,8 @@ ALWAYS = {
     "ask_user_question": "@deepseek-ai/dsh-tool-ask-user",
     "exit_plan_mode": "@deepseek-ai/dsh-plan-mode",
     "skill": "@deepseek-ai/dsh-tool-skill",
+    "web_fetch": "@deepseek-ai/dsh-tool-web",
+    "web_search": "@deepseek-ai/dsh-tool-web",
 }
 # Part 2 of the catalog (terminals, persistent bash, web, questions, plan review, skills,
 # LSP): packaged here, built by their own subpackages.
