@@ -9,6 +9,7 @@ workers) and prints one line on stderr.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -222,6 +223,14 @@ def _check_workspace(workspace: Path) -> Path:
             f"workspace {str(workspace)!r} contains every directory codemode could keep its "
             "private state in; set TMPDIR to a writable directory outside the workspace"
         )
+    # The built-in web tools read their destinations and search provider from the
+    # environment: a bad value is the user's to fix before anything starts.
+    from codemode.tools.web import WebConfig
+
+    try:
+        WebConfig.from_env(os.environ)
+    except ValueError as exc:
+        raise _usage(f"web tools configuration: {exc}") from None
     return workspace.resolve()
 
 
