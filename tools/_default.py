@@ -18,8 +18,8 @@ from .fs._paths import Workspace
 from .fs._read import build_read
 from .fs._write_edit import build_edit, build_write
 from .interact._ask import build_ask_user_question
-from .lsp._tool import build_lsp_tool
 from .interact._plan import PlanMode, build_exit_plan_mode
+from .lsp._tool import build_lsp_tool
 from .search._glob import build_glob
 from .search._grep import build_grep
 from .shell._bash import build_bash
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from .fs._policy import FsObservationPolicy
     from .interact._questions import QuestionProvider
     from .lsp._server import LspManager
-    from .web._tools import WebConfig
     from .shell._jobs import JobManager
+    from .web._tools import WebConfig
 
 __all__ = ["default_tools"]
 

@@ -68,8 +68,7 @@ def _packaged_all() -> dict[tuple[str, str], dict[str, object]]:
 def _packaged() -> dict[str, dict[str, object]]:
     # The default variant of each name.
     return {
-        name: _packaged_all()[(package, name)]
-        for name, package in {**PACKAGES, **ALWAYS}.items()
+        name: _packaged_all()[(package, name)] for name, package in {**PACKAGES, **ALWAYS}.items()
     }
 
 

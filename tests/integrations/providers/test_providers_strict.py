@@ -243,7 +243,11 @@ def test_an_object_tolerating_extra_properties_is_exported_closed() -> None:
         "required": ["id"],
     }
     exported = strict_parameters(
-        {"type": "object", "properties": {"qs": {"type": "array", "items": item}}, "required": ["qs"]}
+        {
+            "type": "object",
+            "properties": {"qs": {"type": "array", "items": item}},
+            "required": ["qs"],
+        }
     )
     items = exported["properties"]["qs"]["items"]
     assert items["additionalProperties"] is False
