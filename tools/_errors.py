@@ -6,7 +6,8 @@
     ├── FsError        FS_* codes (read, write, edit, str_replace_editor, read_image, paths)
     ├── SearchError    SEARCH_* codes (glob, grep)
     ├── BashError      BASH_* codes (bash)
-    └── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
+    ├── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
+    └── TerminalError  TERMINAL_* codes (terminal_*, persistent bash)
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
 stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from codemode.engine import HarnessError
 
-__all__ = ["BashError", "FsError", "JobError", "SearchError", "io_error"]
+__all__ = ["BashError", "FsError", "JobError", "SearchError", "TerminalError", "io_error"]
 
 
 class FsError(HarnessError):
@@ -71,3 +72,13 @@ def io_error(exc: OSError, verb: str, path: str) -> FsError:
     """An operating-system error a file tool did not anticipate (``EACCES``, ``EMFILE``,
     ``ENAMETOOLONG``, ...), as a coded ``FsError`` naming the path as written."""
     return FsError(f'cannot {verb} "{path}": {exc.strerror or exc}', "FS_IO_ERROR")
+
+
+class TerminalError(HarnessError):
+    """A terminal or persistent-bash failure; ``code`` is one of the ``TERMINAL_*`` codes
+    (listed in ``tools/terminal/__init__.py``)."""
+
+    #: Every instance carries one of the ``TERMINAL_*`` codes; ``code`` is the default for
+    #: one raised without a code.
+    family = "TERMINAL_"
+    code = "TERMINAL_ERROR"
