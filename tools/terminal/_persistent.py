@@ -81,7 +81,9 @@ def _tidy(raw: str) -> str:
     return body[:-1] if body.endswith("\n") else body
 
 
-async def _await_marker(pty: PtySession, start: int, pattern: re.Pattern[str]) -> re.Match[str] | None:
+async def _await_marker(
+    pty: PtySession, start: int, pattern: re.Pattern[str]
+) -> re.Match[str] | None:
     """The marker's match once it appears after ``start`` (``None`` if the shell exits)."""
     searched = start
     while True:
@@ -212,7 +214,11 @@ def build_persistent_bash(
         match = _EXIT_MARKER.search(body) or re.fullmatch(r"\[exit code: (-?\d+)\]", body)
         if match is None:
             return {"card": "terminal", "output": body, "exitCode": 0}
-        return {"card": "terminal", "output": body[: match.start()], "exitCode": int(match.group(1))}
+        return {
+            "card": "terminal",
+            "output": body[: match.start()],
+            "exitCode": int(match.group(1)),
+        }
 
     return define_catalog_tool(
         "bash",

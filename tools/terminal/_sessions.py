@@ -166,21 +166,19 @@ class TerminalManager:
         tb: TracebackType | None,
     ) -> bool | None:
         self._closed = True
+        with anyio.CancelScope(shield=True):
+            ptys = self.all_ptys()
+            self.kill_now()
+            for pty in ptys:
+                await pty.finished.wait()
+        group, self._group = self._group, None
         try:
-            with anyio.CancelScope(shield=True):
-                ptys = self.all_ptys()
-                self.kill_now()
-                for pty in ptys:
-                    await pty.finished.wait()
+            if group is not None:
+                return await group.__aexit__(exc_type, exc, tb)
+            return None
         finally:
-            group, self._group = self._group, None
-            try:
-                if group is not None:
-                    return await group.__aexit__(exc_type, exc, tb)
-            finally:
-                if self._own_dir:
-                    shutil.rmtree(self.work_dir, ignore_errors=True)
-        return None
+            if self._own_dir:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def all_ptys(self) -> list[PtySession]:
         """Every live PTY of this manager (terminal sessions and persistent shells)."""
@@ -195,9 +193,7 @@ class TerminalManager:
 
     # -- spawning ----------------------------------------------------------------------
 
-    async def spawn(
-        self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]
-    ) -> PtySession:
+    async def spawn(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> PtySession:
         """Start ``argv`` on a fresh PTY in this manager's task group."""
         group = self._group
         if group is None or self._closed:

@@ -159,7 +159,7 @@ def _viewport(pty: PtySession, start: int, cap: int) -> tuple[str, bool]:
 
 
 def _input_bytes(args: Any) -> bytes:
-    data = args["text"]
+    data = str(args["text"])
     # Enter is a carriage return on a terminal (the line discipline maps it for programs
     # in cooked mode; raw-mode programs expect it).
     if arg(args, "submit") is not False:
@@ -301,13 +301,18 @@ def build_terminal_tools(
             job.settle("completed", f"wait: {reason}")
 
         shown = args["text"] or "(input)"
-        job = jobs.start(kind="pty-send", label=f"{session.id}: {shown}", agent=ctx.agent, run=produce)
+        job = jobs.start(
+            kind="pty-send", label=f"{session.id}: {shown}", agent=ctx.agent, run=produce
+        )
         return {"kind": "background", "jobId": job.id}
 
     def send_render(args: Any, value: Any) -> list[dict[str, Any]]:
         if value["kind"] == "background":
             return [text(f"started background job {value['jobId']}")]
-        meta = [f"[wait: {value['waitReason']}]", f"[session: {_status_text(value['sessionStatus'])}]"]
+        meta = [
+            f"[wait: {value['waitReason']}]",
+            f"[session: {_status_text(value['sessionStatus'])}]",
+        ]
         return bounded(value["viewport"] or "(no new output)", meta, value["truncated"])
 
     send_schema = {
@@ -372,7 +377,13 @@ def build_terminal_tools(
         total = pty.dropped_lines + len(lines)
         end = total - offset
         if not lines or end < first:
-            return {"text": "", "totalLines": total, "lineBegin": 0, "lineEnd": 0, "truncated": False}
+            return {
+                "text": "",
+                "totalLines": total,
+                "lineBegin": 0,
+                "lineEnd": 0,
+                "truncated": False,
+            }
         begin = max(first, end - count + 1)
         chosen = lines[begin - first : end - first + 1]
         truncated = False
@@ -525,4 +536,3 @@ def build_terminal_tools(
             present_call=lambda args: _generic(f"Close terminal {args['sessionId']}", "execute"),
         ),
     ]
-
