@@ -344,15 +344,23 @@ class PtySession:
             return 0
         return int(struct.unpack("i", raw)[0])
 
-    def waiting_for_input(self) -> bool:
-        """True when a foreground process sleeps reading this terminal with nothing unread
-        (no output waiting for the host, no typed input waiting for the program)."""
-        if self.exited.is_set() or self._queued(self._master) or self._queued(self._slave):
-            return False
+    def look(self) -> Literal["reading", "busy", "other"]:
+        """``reading`` when a foreground process sleeps reading this terminal with nothing
+        unread (no output waiting for the host, no typed input waiting for the program);
+        ``busy`` when one is running (on a CPU or in uninterruptible I/O, as a program
+        starting up is), which is not silence; else ``other``."""
+        if self.exited.is_set():
+            return "other"
         pgid = self.foreground_pgid()
         if pgid is None:
-            return False
-        return any(self._reads_tty(pid) for pid in self._members(pgid))
+            return "other"
+        members = self._members(pgid)
+        states = [(_stat(pid) or ["X"])[0] for pid in members]
+        if any(state in ("R", "D") for state in states):
+            return "busy"
+        if self._queued(self._master) or self._queued(self._slave):
+            return "other"
+        return "reading" if any(self._reads_tty(pid) for pid in members) else "other"
 
     def _is_tty(self, pid: int, fd: int) -> bool:
         try:
@@ -394,7 +402,11 @@ class PtySession:
         return False
 
     async def wait_quiet(self, *, idle_s: float, timeout_s: float) -> WaitReason:
-        """Wait until the program reads the terminal, falls silent, exits or time runs out."""
+        """Wait until the program reads the terminal, falls silent, exits or time runs out.
+
+        Silence counts from the newest output or the last look that found a foreground
+        process running: a program busy computing or starting up is not idle.
+        """
         clock = anyio.current_time
         now = clock()
         deadline = now + timeout_s
@@ -416,7 +428,11 @@ class PtySession:
                 continue
             if self.exited.is_set():
                 continue
-            stable = stable + 1 if self.waiting_for_input() else 0
+            state = self.look()
+            if state == "busy":
+                last_output, stable = now, 0
+                continue
+            stable = stable + 1 if state == "reading" else 0
             if stable >= _STABLE_LOOKS:
                 return "stdin_read"
 
