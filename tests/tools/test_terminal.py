@@ -2,6 +2,8 @@
 backend type, a password prompt, job control signals, scrollback pages, caps, ownership and
 the cleanup of every session's process tree."""
 
+# Blocking /proc and path reads are instant here; the tests stay linear.
+# ruff: noqa: ASYNC240
 from __future__ import annotations
 
 import itertools
@@ -193,7 +195,7 @@ async def test_python_repl_inside_the_shell(term: Term) -> None:
 
 async def test_password_prompt_is_a_stdin_read(term: Term) -> None:
     sid = await term.open()
-    program = "python3 -c 'import getpass; print(\"got\", len(getpass.getpass(\"pw: \")))'"
+    program = 'python3 -c \'import getpass; print("got", len(getpass.getpass("pw: ")))\''
     prompt = await term.send(sid, program)
     assert prompt["viewport"].endswith("pw: ")
     assert prompt["waitReason"] == "stdin_read"
@@ -212,7 +214,9 @@ async def test_python_backend_type(term: Term, workspace: Path) -> None:
     assert opened.value["motd"] == ">>> "
     sid = opened.value["sessionId"]
     value = await term.send(sid, "import os; print(os.getcwd())")
-    assert value["viewport"] == f"import os; print(os.getcwd())\n{os.path.realpath(workspace)}\n>>> "
+    assert (
+        value["viewport"] == f"import os; print(os.getcwd())\n{os.path.realpath(workspace)}\n>>> "
+    )
     bye = await term.send(sid, "raise SystemExit(5)")
     assert bye["waitReason"] == "session_exit"
     assert bye["sessionStatus"] == {"kind": "exited", "exitCode": 5, "signal": None}
@@ -279,7 +283,9 @@ async def test_send_abort(term: Term) -> None:
 
         async def abort_soon() -> None:
             # Abort once the sleep is the terminal's foreground job.
-            while not pids_running("sleep 3004"):
+            for _ in range(500):
+                if pids_running("sleep 3004"):
+                    break
                 await anyio.sleep(0.02)
             controller.abort()
 
@@ -311,7 +317,9 @@ async def test_read_ranges(term: Term) -> None:
     older = await term.ok("terminal_read", {"sessionId": sid, "offset": 3, "count": 2})
     assert text_of(older) == "27\n28\n[lines: 28-29 of 32]"
     everything = await term.ok("terminal_read", {"sessionId": sid})
-    assert everything.value["lineBegin"] == 1 and everything.value["text"].startswith("$ seq 1 30\n1\n")
+    assert everything.value["lineBegin"] == 1 and everything.value["text"].startswith(
+        "$ seq 1 30\n1\n"
+    )
     past = await term.ok("terminal_read", {"sessionId": sid, "offset": 1000})
     assert text_of(past) == "(no retained output)\n[lines: 0-0 of 32]"
     assert await term.fail("terminal_read", {"sessionId": sid, "offset": -1}) == (

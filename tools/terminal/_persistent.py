@@ -55,7 +55,8 @@ _SHELL_ARGV = ("bash", "--norc", "--noprofile", "--noediting", "-i")
 # No echo (typed lines stay out of the output), no CR before LF, no history (the typed line
 # with the nonce stays out of reach of ``history``), no job-control notices, no prompts.
 _INIT = (
-    "stty -echo -onlcr 2>/dev/null; set +o history; set +m; unset HISTFILE PROMPT_COMMAND; "
+    "stty -echo -onlcr 2>/dev/null; set +o history; history -c; set +m; "
+    "unset HISTFILE PROMPT_COMMAND; "
     "PS1=''; PS2=''; "
 )
 
@@ -83,14 +84,17 @@ def _tidy(raw: str) -> str:
 
 async def _await_marker(
     pty: PtySession, start: int, pattern: re.Pattern[str]
-) -> re.Match[str] | None:
-    """The marker's match once it appears after ``start`` (``None`` if the shell exits)."""
+) -> tuple[int, int] | None:
+    """``(absolute position, exit status)`` of the marker once it appears after ``start``
+    (``None`` if the shell exits first)."""
     searched = start
     while True:
-        raw, _lost = pty.text_since(max(start, searched - 64, pty.dropped_chars))
+        # Only the new text (plus a marker's length before it) is searched again.
+        origin = max(start, searched - 64, pty.dropped_chars)
+        raw, _lost = pty.text_since(origin)
         match = pattern.search(raw)
         if match is not None:
-            return match
+            return origin + match.start(), int(match.group(1))
         searched = pty.end
         if pty.exited.is_set():
             return None
@@ -113,7 +117,7 @@ def build_persistent_bash(
 
     async def start_shell(ctx: Any) -> PtySession:
         root = cfg.workspace.root
-        env = {**managed_env(cfg, root, ctx), "TERM": "dumb", "PS1": "", "PS2": ""}
+        env = {**managed_env(cfg, root, ctx), "TERM": "dumb", "PS1": "", "PS2": "", "HISTFILE": ""}
         pty = await shells.spawn(_SHELL_ARGV, cwd=root, env=env)
         nonce = secrets.token_hex(16)
         start = pty.end
@@ -162,7 +166,7 @@ def build_persistent_bash(
             quoted = "'" + path.replace("'", "'\\''") + "'"
             line = f'eval "$(< {quoted})" </dev/null; {_marker_command(nonce)}\n'
             start = pty.end
-            matched: re.Match[str] | None = None
+            matched: tuple[int, int] | None = None
             timed_out = aborted = False
             try:
                 async with anyio.create_task_group() as group:
@@ -188,8 +192,10 @@ def build_persistent_bash(
                         await pty.close()
             raw, lost = pty.text_since(start)
             if matched is not None:
-                body = _clip(_tidy(raw[: matched.start()]), lost, max_output_chars)
-                code = int(matched.group(1))
+                end, code = matched
+                body = _clip(
+                    _tidy(raw[: end - max(start, pty.dropped_chars)]), lost, max_output_chars
+                )
                 if code != 0:
                     body = f"{body}\n[exit code: {code}]" if body else f"[exit code: {code}]"
                 return body

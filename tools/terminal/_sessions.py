@@ -39,7 +39,7 @@ class Backend:
 
 # A dumb terminal keeps programs' output free of cursor movement and colour; the prompt is
 # fixed so hosts and tests see the same screen whatever the user's rc files say.
-_TTY_ENV = {"TERM": "dumb", "PS1": "$ ", "PS2": "> "}
+_TTY_ENV = {"TERM": "dumb", "PS1": "$ ", "PS2": "> ", "HISTFILE": ""}
 DEFAULT_BACKENDS: dict[str, Backend] = {
     "shell": Backend(("bash", "--norc", "--noprofile", "-i"), _TTY_ENV),
     "python": Backend(("python3", "-i", "-q"), {"TERM": "dumb"}),
