@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import all_gone, error_of, text_of
-from test_terminal import make_cfg, pids_running
+from test_terminal import make_cfg, pids_running, wait_for_pids
 
 from codemode.engine import (
     AbortController,
@@ -226,7 +226,7 @@ async def test_teardown_kills_the_shells(workspace: Path, tmp_path: Path) -> Non
         shell = Shell(workspace, tmp_path, terminals)
         await shell.run("sleep 3013 & disown; setsid sleep 3014 &")
         shell_pid = int(await shell.run("echo $$"))
-        pids = [*pids_running("sleep 301"), shell_pid]
+        pids = [*await wait_for_pids("sleep 301", 2), shell_pid]
         assert len(pids) == 3
     assert await all_gone(pids)
 

@@ -31,7 +31,7 @@ from codemode.tools import JobManager, kill_all_processes
 from codemode.tools._catalog import catalog_entry
 from codemode.tools._config import ToolsConfig
 from codemode.tools.fs._paths import Workspace
-from codemode.tools.shell._job_tools import build_job_list, build_job_output
+from codemode.tools.shell._job_tools import build_job_kill, build_job_list, build_job_output
 from codemode.tools.terminal import TerminalManager, build_terminal_tools
 from codemode.tools.terminal._tools import bound_text
 
@@ -64,7 +64,7 @@ class Term:
         self.terminals = terminals
         self.rt = ToolRuntime()
         self.tools = build_terminal_tools(cfg, terminals, **options)
-        for tool in [*self.tools, build_job_list(cfg), build_job_output(cfg)]:
+        for tool in [*self.tools, build_job_list(cfg), build_job_output(cfg), build_job_kill(cfg)]:
             self.rt.register(tool)
         self.agent: Scope = self.rt.scope("agent", session=MemorySessionLog())
 
@@ -134,6 +134,16 @@ def pids_running(token: str) -> list[int]:
         if token in cmdline and alive(int(name)):
             found.append(int(name))
     return found
+
+
+async def wait_for_pids(token: str, count: int) -> list[int]:
+    """The processes with ``token``, once ``count`` of them run (background starts race)."""
+    for _ in range(500):
+        found = pids_running(token)
+        if len(found) >= count:
+            return found
+        await anyio.sleep(0.02)
+    return pids_running(token)
 
 
 # -- catalog and flags ---------------------------------------------------------------
@@ -244,7 +254,7 @@ async def test_idle_signal_and_shell_kill_refused(
         )
         quiet = await term.send(sid, "sleep 3003")
         assert quiet["waitReason"] == "inferred_idle"
-        [sleeper] = pids_running("sleep 3003")
+        [sleeper] = await wait_for_pids("sleep 3003", 1)
         group = os.getpgid(sleeper)
         [snapshot] = (await term.ok("terminal_list", {})).value
         assert group != snapshot["pid"]  # the sleep's own job, not the shell
@@ -452,8 +462,7 @@ async def test_close_kills_the_whole_tree(term: Term) -> None:
     sid = await term.open()
     # Background, disowned and re-sessioned processes: all below the session's launcher.
     await term.send(sid, "sleep 3005 & disown; setsid sleep 3006 & (sleep 3007 &)")
-    await term.send(sid, "true")
-    pids = pids_running("sleep 300")
+    pids = await wait_for_pids("sleep 300", 3)
     assert len(pids) == 3
     closed = await term.ok("terminal_close", {"sessionId": sid})
     assert closed.value == {"sessionId": sid, "outcome": "closed"}
@@ -473,7 +482,7 @@ async def test_teardown_kills_every_session(
         for token in ("3008", "3009"):
             sid = await term.open()
             await term.send(sid, f"sleep {token} &")
-        pids = pids_running("sleep 300")
+        pids = await wait_for_pids("sleep 300", 2)
         assert len(pids) == 2
     assert await all_gone(pids)
     assert not os.path.exists(tmp_path / "t") or os.listdir(tmp_path / "t") == []
@@ -482,7 +491,7 @@ async def test_teardown_kills_every_session(
 async def test_kill_all_processes_reaches_terminals(term: Term) -> None:
     sid = await term.open()
     await term.send(sid, "sleep 3010 &")
-    pids = pids_running("sleep 3010")
+    pids = await wait_for_pids("sleep 3010", 1)
     assert pids
     kill_all_processes()
     assert await all_gone(pids)
@@ -535,3 +544,41 @@ async def test_cards(term: Term) -> None:
     open_tool = tools["terminal_open"]
     assert open_tool.present_call is not None
     assert open_tool.present_call({"type": "shell"})["card"] == "generic"
+
+
+async def test_output_flood_stays_bounded(
+    workspace: Path, tmp_path: Path, jobs: JobManager
+) -> None:
+    async with TerminalManager(
+        idle_ms=20_000, scrollback_chars=50_000, work_dir=tmp_path / "t"
+    ) as terminals:
+        term = Term(make_cfg(workspace, tmp_path, jobs), terminals, max_result_bytes=4096)
+        sid = await term.open()
+        sent = await term.ok(
+            "terminal_send", {"sessionId": sid, "text": "yes flood | head -n 300000"}
+        )
+        assert sent.value["waitReason"] == "stdin_read" and sent.value["truncated"] is True
+        assert len(text_of(sent).encode()) <= 4096
+        assert text_of(sent).endswith(
+            "flood\nflood\n$ \n[wait: stdin_read]\n[session: running]\n[output truncated]"
+        )
+        session = terminals.lookup(term.agent, sid)
+        assert len(session.pty.raw) <= 50_000
+        page = (await term.ok("terminal_read", {"sessionId": sid, "count": 1})).value
+        assert page["text"] == "$ " and page["totalLines"] == 300_002
+
+
+async def test_job_kill_stops_a_background_send(term: Term) -> None:
+    sid = await term.open()
+    await term.ok(
+        "terminal_send", {"sessionId": sid, "text": "sleep 3015", "run_in_background": True}
+    )
+    [sleeper] = await wait_for_pids("sleep 3015", 1)
+    killed = await term.ok("job_kill", {"job_id": "pty-send-1"})
+    assert killed.value["outcome"] == "cancellation-requested"
+    out = await term.ok("job_output", {"job_id": "pty-send-1", "wait": True, "timeout_ms": 10000})
+    assert out.value["job"]["status"] == "killed"
+    # The send stopped waiting; the program goes on in the terminal until signalled.
+    assert alive(sleeper)
+    await term.ok("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
+    assert await all_gone([sleeper])
