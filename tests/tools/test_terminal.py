@@ -136,6 +136,12 @@ def pids_running(token: str) -> list[int]:
     return found
 
 
+def cgroup_of(pid: int) -> str:
+    """``/proc/<pid>/cgroup`` as the host sees it."""
+    with open(f"/proc/{pid}/cgroup", encoding="ascii") as f:
+        return f.read()
+
+
 async def wait_for_pids(token: str, count: int) -> list[int]:
     """The processes with ``token``, once ``count`` of them run (background starts race)."""
     for _ in range(500):
@@ -582,3 +588,50 @@ async def test_job_kill_stops_a_background_send(term: Term) -> None:
     assert alive(sleeper)
     await term.ok("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
     assert await all_gone([sleeper])
+
+
+async def test_a_terminal_is_contained_like_a_bash_call(term: Term) -> None:
+    opened = (await term.ok("terminal_open", {"type": "shell"})).value
+    sid, shell_pid = opened["sessionId"], opened["pid"]
+    # The shell runs in a cgroup of its own (seen from the host) ...
+    assert "codemode-bash-" in cgroup_of(shell_pid)
+    # ... which it cannot leave: the hierarchy is read-only inside (root hosts; the nets
+    # above cover the rest).
+    escape = await term.send(sid, "echo $$ > /sys/fs/cgroup/cgroup.procs; echo status=$?")
+    assert "status=1" in escape["viewport"]
+    assert "codemode-bash-" in cgroup_of(shell_pid)
+
+
+async def test_input_to_a_program_that_never_reads_times_out(
+    workspace: Path, tmp_path: Path, jobs: JobManager
+) -> None:
+    async with TerminalManager(
+        idle_ms=300, send_timeout_ms=1000, work_dir=tmp_path / "t"
+    ) as terminals:
+        term = Term(make_cfg(workspace, tmp_path, jobs), terminals)
+        sid = await term.open()
+        assert (await term.send(sid, "stty raw -echo; sleep 3016"))["waitReason"] == "inferred_idle"
+        # The terminal's input queue fills up; the deadline still holds.
+        flood = await term.send(sid, "x" * 200_000, submit=False)
+        assert flood["waitReason"] == "timeout"
+        assert flood["sessionStatus"] == {"kind": "running"}
+
+
+async def test_one_send_at_a_time(term: Term) -> None:
+    sid = await term.open()
+    started = await term.ok(
+        "terminal_send", {"sessionId": sid, "text": "sleep 3017", "run_in_background": True}
+    )
+    job_id = started.value["jobId"]
+    busy = await term.fail("terminal_send", {"sessionId": sid, "text": "echo later"})
+    assert busy == (
+        f"terminal session {sid} is busy with another send; wait for {job_id} with "
+        f"job_output or stop it with job_kill, or interrupt it with terminal_signal",
+        "TERMINAL_BUSY",
+    )
+    [sleeper] = await wait_for_pids("sleep 3017", 1)
+    await term.ok("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
+    assert await all_gone([sleeper])
+    done = await term.ok("job_output", {"job_id": job_id, "wait": True, "timeout_ms": 10000})
+    assert done.value["job"]["detail"] == "wait: stdin_read"
+    assert (await term.send(sid, "echo later"))["viewport"].endswith("later\n$ ")

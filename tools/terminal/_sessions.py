@@ -60,6 +60,7 @@ class TerminalSession:
         self.closing = False
         # One send at a time (foreground or background): each owns the screen it reads.
         self.lock = anyio.Lock()
+        self.busy_with: str | None = None  # the background send's job id, while it runs
 
     def snapshot(self) -> dict[str, Any]:
         """The public session value."""

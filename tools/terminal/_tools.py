@@ -167,6 +167,20 @@ def _input_bytes(args: Any) -> bytes:
     return data.encode("utf-8", "surrogatepass")
 
 
+async def _write_and_wait(
+    pty: PtySession, data: bytes, idle_ms: int, timeout_ms: int
+) -> WaitReason:
+    """Type ``data``, then wait; the deadline covers both (a program that never reads its
+    terminal leaves input unwritten once the terminal's input queue is full)."""
+    deadline = anyio.current_time() + timeout_ms / 1000
+    with anyio.move_on_after(timeout_ms / 1000):
+        await pty.write(data)
+        return await pty.wait_quiet(
+            idle_s=idle_ms / 1000, timeout_s=max(0.0, deadline - anyio.current_time())
+        )
+    return "timeout"
+
+
 def _generic(title: str, kind: str, **extra: Any) -> dict[str, Any]:
     return {"card": "generic", "title": title, "kind": kind, **extra}
 
@@ -221,6 +235,14 @@ def build_terminal_tools(
             raise TerminalError(
                 f"terminal session {session.id} has exited", "TERMINAL_SESSION_EXITED"
             )
+        if session.busy_with is not None or session.lock.locked():
+            # Only a background send can be running (the terminal tools are exclusive).
+            raise TerminalError(
+                f"terminal session {session.id} is busy with another send; wait for "
+                f"{session.busy_with} with job_output or stop it with job_kill, or interrupt "
+                "it with terminal_signal",
+                "TERMINAL_BUSY",
+            )
         if arg(args, "run_in_background") is True:
             return _background(session, args, ctx, data)
         aborted = False
@@ -235,9 +257,8 @@ def build_terminal_tools(
             group.start_soon(watch)
             async with session.lock:
                 start = session.pty.end
-                await session.pty.write(data)
-                reason = await session.pty.wait_quiet(
-                    idle_s=terminals.idle_ms / 1000, timeout_s=terminals.send_timeout_ms / 1000
+                reason = await _write_and_wait(
+                    session.pty, data, terminals.idle_ms, terminals.send_timeout_ms
                 )
             group.cancel_scope.cancel()
         if aborted:
@@ -262,9 +283,14 @@ def build_terminal_tools(
         pty = session.pty
 
         async def produce(job: Job) -> None:
+            try:
+                await run_send(job)
+            finally:
+                session.busy_with = None
+
+        async def run_send(job: Job) -> None:
             async with session.lock:
                 fed = pty.end
-                await pty.write(data)
 
                 def feed(final: bool) -> None:
                     # Complete lines only until the end: an escape sequence or a carriage
@@ -288,9 +314,8 @@ def build_terminal_tools(
 
                     group.start_soon(pump)
                     try:
-                        reason = await pty.wait_quiet(
-                            idle_s=terminals.idle_ms / 1000,
-                            timeout_s=terminals.background_timeout_ms / 1000,
+                        reason = await _write_and_wait(
+                            pty, data, terminals.idle_ms, terminals.background_timeout_ms
                         )
                     except anyio.get_cancelled_exc_class():
                         feed(True)
@@ -304,6 +329,7 @@ def build_terminal_tools(
         job = jobs.start(
             kind="pty-send", label=f"{session.id}: {shown}", agent=ctx.agent, run=produce
         )
+        session.busy_with = job.id
         return {"kind": "background", "jobId": job.id}
 
     def send_render(args: Any, value: Any) -> list[dict[str, Any]]:
