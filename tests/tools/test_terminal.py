@@ -635,3 +635,27 @@ async def test_one_send_at_a_time(term: Term) -> None:
     done = await term.ok("job_output", {"job_id": job_id, "wait": True, "timeout_ms": 10000})
     assert done.value["job"]["detail"] == "wait: stdin_read"
     assert (await term.send(sid, "echo later"))["viewport"].endswith("later\n$ ")
+
+
+async def test_stop_signals_do_not_stop_the_launcher(term: Term) -> None:
+    opened = (await term.ok("terminal_open", {"type": "python"})).value
+    sid = opened["sessionId"]
+    pty = term.terminals.lookup(term.agent, sid).pty
+    assert pty.launcher_pid is not None
+    # The REPL shares the launcher's group (no job control above it): the group is the
+    # session's own, so SIGKILL is refused.
+    assert (await term.fail("terminal_signal", {"sessionId": sid, "signal": "SIGKILL"}))[1] == (
+        "TERMINAL_SIGNAL_REJECTED"
+    )
+    await term.ok("terminal_signal", {"sessionId": sid, "signal": "SIGTSTP"})
+    # Nothing is stopped (the group has no job-control parent: the kernel drops the stop),
+    # and the REPL answers as before.
+    assert process_state(pty.launcher_pid) != "T"
+    assert (await term.send(sid, "6 * 7"))["viewport"] == "6 * 7\n42\n>>> "
+    await term.ok("terminal_close", {"sessionId": sid})
+    assert await all_gone([opened["pid"], pty.launcher_pid])
+
+
+def process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]

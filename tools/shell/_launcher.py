@@ -349,6 +349,12 @@ def launch(argv: list[str]) -> None:
     # can clean up after bash.
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
+    if tty:
+        # A terminal program without job control (a REPL) shares the launcher's process
+        # group, the terminal's foreground group: a stop signal meant for the program must
+        # not stop the launcher, or nothing would reap and clean up after it.
+        for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+            signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, stop)
     report.write(f"ok{note}\n")
     report.flush()

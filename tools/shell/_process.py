@@ -10,6 +10,11 @@ the host freezes and kills the launcher's whole tree from outside. Whatever happ
 host then kills the call's cgroup (descendant cgroups included) and sweeps its session,
 so nothing a call starts outlives it. ``kill_all_processes`` does the same at once for
 every live call of this host process (registered with ``atexit``).
+
+The terminals (``tools/terminal``) run their shells and REPLs through the same launcher
+(``BashProcess(tty=..., exec_argv=...)``: the program runs on a PTY that the launcher holds
+as the session's controlling terminal), so every net above, and ``kill_all_processes``,
+covers them too.
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ def signal_name(returncode: int | None) -> str | None:
 
 
 def kill_all_processes() -> None:
-    """Kill every process of every live bash call and background job of this host process.
+    """Kill every process of every live bash call, background job and terminal (session or
+    persistent shell) of this host process.
 
     Synchronous and idempotent, for teardown paths that cannot await (``atexit``, signal
     handlers, a CLI's final ``finally``). The calls themselves then finish as killed.
