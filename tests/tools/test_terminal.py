@@ -278,10 +278,15 @@ async def test_timeout_and_session_exit(workspace: Path, tmp_path: Path, jobs: J
     ) as terminals:
         term = Term(make_cfg(workspace, tmp_path, jobs), terminals)
         sid = await term.open()
-        busy = await term.send(sid, "while :; do echo tick; sleep 0.05; done")
+        ticker = (
+            "python3 -c 'import time\nwhile True: print(\"tick\", flush=True); time.sleep(0.05)'"
+        )
+        busy = await term.send(sid, ticker)
         assert busy["waitReason"] == "timeout"
-        assert "tick\ntick" in busy["viewport"]
+        assert "\ntick\n" in busy["viewport"]
+        [pid] = await wait_for_pids("while True", 1)
         await term.ok("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
+        assert await all_gone([pid])
         gone = await term.send(sid, "exit 3")
         assert gone["waitReason"] == "session_exit"
         assert gone["sessionStatus"] == {"kind": "exited", "exitCode": 3, "signal": None}
