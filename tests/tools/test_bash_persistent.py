@@ -132,6 +132,10 @@ async def test_the_end_marker_cannot_be_forged(shell: Shell) -> None:
     # The rest of the typed line (with this call's nonce) is out of the command's reach:
     # its standard input is /dev/null, not the terminal.
     assert await shell.run('read -r line; echo "[$line]"; cat; echo done') == "[]\ndone"
+    # Functions named like the commands of the typed line are not what it runs.
+    await shell.run("printf() { echo fake; }; eval() { echo nope; }")
+    assert await shell.run("echo ok; false") == "ok\n[exit code: 1]"
+    await shell.run("unset -f printf eval")
     # No history to read the typed line back from, and echo re-enabled cannot match either.
     assert await shell.run("history | wc -l") == "0"
     await shell.run("stty echo")

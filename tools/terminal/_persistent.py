@@ -5,12 +5,15 @@ calls of one owner run one at a time (its slot's lock), so the current directory
 exported variables carry over from call to call.
 
 Each call writes the command to a private file and types one line into the shell:
-``eval "$(< FILE)" </dev/null; printf '\\036%s:%d\\037\\n' NONCE "$?"``. The nonce is fresh
-and random for every call and never part of the command, and the command cannot read the
-rest of the typed line (its standard input is ``/dev/null``), so output cannot fake the
-end of a call; the marker's control bytes are not what the typed line contains either, so
-even re-enabled echo cannot match it. A timeout, an abort or the shell's exit resets the
-owner's shell (its whole tree is killed); the next call starts a fresh one.
+``builtin eval "$(< FILE)" </dev/null; builtin printf '\\036%s:%d\\037\\n' NONCE "$?"``.
+The nonce is fresh and random for every call and never part of the command, and the
+command cannot read the rest of the typed line (its standard input is ``/dev/null``), so
+output cannot fake the end of a call; the marker's control bytes are not what the typed
+line contains either, so even re-enabled echo cannot match it, and ``builtin`` skips any
+``eval``/``printf`` functions the command defined. (A command that deliberately reads its
+own shell's memory could still find the nonce: the shell is the caller's own.) A timeout,
+an abort or the shell's exit resets the owner's shell (its whole tree is killed); the next
+call starts a fresh one.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ _INIT = (
 
 
 def _marker_command(nonce: str) -> str:
-    return f"printf '\\036%s:%d\\037\\n' {nonce} \"$?\""
+    # ``builtin``: a function the command defines named ``printf`` is not called.
+    return f"builtin printf '\\036%s:%d\\037\\n' {nonce} \"$?\""
 
 
 def _marker(nonce: str) -> re.Pattern[str]:
@@ -164,7 +168,7 @@ def build_persistent_bash(
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(command)
             quoted = "'" + path.replace("'", "'\\''") + "'"
-            line = f'eval "$(< {quoted})" </dev/null; {_marker_command(nonce)}\n'
+            line = f'builtin eval "$(< {quoted})" </dev/null; {_marker_command(nonce)}\n'
             start = pty.end
             matched: tuple[int, int] | None = None
             timed_out = aborted = False
