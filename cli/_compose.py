@@ -60,13 +60,29 @@ def make_state_dir(workspace: Path, prefix: str) -> Path:
 
 
 async def install_builtin_tools(
-    stack: contextlib.AsyncExitStack, runtime: ToolRuntime, workspace: Path, state_dir: Path
+    stack: contextlib.AsyncExitStack,
+    runtime: ToolRuntime,
+    workspace: Path,
+    state_dir: Path,
+    *,
+    interactive: bool = True,
+    skills_dirs: tuple[Path, ...] = (),
+    skills_in_description: bool = False,
 ) -> None:
     """Register the first-party tools bound to ``workspace`` on ``runtime``, with the
     policies they rely on: spilled results and bash output go under ``state_dir``, and
     ``stack`` stops the background jobs when it closes. Install ``TimeoutPolicy`` first
-    (the outer wrapper)."""
+    (the outer wrapper).
+
+    ``interactive``: questions and plan reviews are asked on this terminal (refused with a
+    clear error when stdin is not one); ``False`` (a server) registers no provider.
+    ``skills_dirs``: where ``skill`` finds ``SKILL.md`` folders, besides the workspace's
+    ``.codemode/skills``.
+    """
     import codemode.tools as first_party
+    from codemode.tools.skills import SkillCatalog
+
+    from ._questions import InteractiveQuestionProvider
 
     # The SDK's facts block: where relative paths resolve, and which tools refuse to
     # change a file the run has not read (tools/fs/_policy.py).
@@ -76,12 +92,16 @@ async def install_builtin_tools(
     jobs = await stack.enter_async_context(first_party.JobManager(output_dir=state_dir / "jobs"))
     fs_policy = first_party.FsObservationPolicy()
     fs_policy.install(runtime)
+    skills = SkillCatalog([workspace / ".codemode" / "skills", *skills_dirs])
     for definition in first_party.default_tools(
         workspace,
         fs_policy=fs_policy,
         jobs=jobs,
         spill_store=store,
         output_dir=state_dir / "output",
+        questions=InteractiveQuestionProvider(stdin=0) if interactive else None,
+        skills=skills,
+        skills_in_description=skills_in_description,
     ):
         runtime.register(definition)
 

@@ -136,7 +136,16 @@ async def _serve(
         if builtin_tools:
             state_dir = make_state_dir(workspace, "codemode-mcp-")
             stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
-            await install_builtin_tools(stack, runtime, workspace, state_dir)
+            # stdin is the MCP channel (or nobody's terminal): no question provider here.
+            # The model reads only tool descriptions, so the skills list goes into skill's.
+            await install_builtin_tools(
+                stack,
+                runtime,
+                workspace,
+                state_dir,
+                interactive=False,
+                skills_in_description=True,
+            )
         imported = await stack.enter_async_context(
             connect_upstreams(
                 upstreams,

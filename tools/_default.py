@@ -17,16 +17,21 @@ from .fs._images import MemoryAttachmentStore, build_read_image
 from .fs._paths import Workspace
 from .fs._read import build_read
 from .fs._write_edit import build_edit, build_write
+from .interact._ask import build_ask_user_question
+from .interact._plan import PlanMode, build_exit_plan_mode
 from .search._glob import build_glob
 from .search._grep import build_grep
 from .shell._bash import build_bash
 from .shell._job_tools import build_job_kill, build_job_list, build_job_output
+from .skills._catalog import SkillCatalog
+from .skills._tool import build_skill_tool
 
 if TYPE_CHECKING:
     from codemode.engine.policies import SpillStore
 
     from .fs._images import AttachmentStore
     from .fs._policy import FsObservationPolicy
+    from .interact._questions import QuestionProvider
     from .shell._jobs import JobManager
 
 __all__ = ["default_tools"]
@@ -58,12 +63,16 @@ def default_tools(
     editor_max_output_chars: int = 16000,
     max_result_bytes: int = 16 * 1024 * 1024,
     allow_hardlinks: bool = False,
+    questions: QuestionProvider | None = None,
+    plan_mode: PlanMode | None = None,
+    skills: SkillCatalog | None = None,
+    skills_in_description: bool = False,
 ) -> list[ToolDefinition]:
     """The first-party tools, named as in the catalog, bound to ``workspace``.
 
     Returns ``read``, ``write``, ``edit``, ``read_image`` (only with ``accepts_images``),
     ``str_replace_editor``, ``glob``, ``grep``, ``bash``, ``job_list``, ``job_output``,
-    ``job_kill`` and ``todo_write``.
+    ``job_kill``, ``todo_write``, ``ask_user_question``, ``exit_plan_mode`` and ``skill``.
 
     - ``fs_policy``: an ``FsObservationPolicy`` the file tools record reads into; install
       the same instance on the runtime to enforce read-before-write.
@@ -92,6 +101,17 @@ def default_tools(
     - ``allow_hardlinks``: let the file tools read and replace regular files with more than
       one hard link (refused by default: such a file may be another name of a file outside
       the workspace).
+    - ``questions``: the ``QuestionProvider`` that ``ask_user_question`` and
+      ``exit_plan_mode``'s plan review go to (``codemode.tools.interact``); without one
+      they fail with ``no user-questions provider is registered`` (and the plan-review
+      text of the catalog).
+    - ``plan_mode``: which scopes are in plan mode (``PlanMode``; default a fresh one, in
+      which no scope is): ``exit_plan_mode`` works only inside it.
+    - ``skills``: the ``SkillCatalog`` ``skill`` loads from (default: none, every name is
+      unknown). Its directories become readable by the file tools, so the relative paths
+      a skill mentions can be read. ``skills_in_description`` appends the catalog's
+      ``<available_skills>`` list to ``skill``'s description (otherwise the host gives the
+      model ``skills.catalog_text()``, and the description stays the catalog's).
     """
     space = Workspace(workspace)
     out_dir = (
@@ -130,6 +150,11 @@ def default_tools(
     spill_dir = getattr(store, "directory", None)
     if spill_dir is not None:
         space.allow_reads_under(os.fspath(spill_dir))
+    # Skills mention files relative to their folder; reads (never writes) may follow.
+    catalog = skills if skills is not None else SkillCatalog(())
+    for directory in catalog.directories:
+        if os.path.isdir(directory):
+            space.allow_reads_under(directory)
     if jobs is not None:
         # Job output is private to its agent: no file tool may reach it, by any path. Probe
         # with the (existing) directory itself, as a read tool would resolve it.
@@ -156,5 +181,8 @@ def default_tools(
         build_job_output(cfg),
         build_job_kill(cfg),
         build_todo_write(cfg),
+        build_ask_user_question(cfg, questions),
+        build_exit_plan_mode(cfg, plan_mode if plan_mode is not None else PlanMode(), questions),
+        build_skill_tool(cfg, catalog, describe_catalog=skills_in_description),
     ]
     return tools

@@ -7,6 +7,11 @@
     ├── SearchError    SEARCH_* codes (glob, grep)
     ├── BashError      BASH_* codes (bash)
     ├── JobError       JOB_* codes (job_list, job_output, job_kill, background bash)
+    ├── QuestionError  QUESTION_* codes (ask_user_question, question providers)
+    ├── PlanModeError  PLAN_* codes (exit_plan_mode)
+    ├── SkillError     SKILL_* codes (skill, the skill catalogue)
+    ├── LspError       LSP_* codes (lsp)
+    ├── WebError       WEB_* codes (web_fetch, web_search; listed in tools/web/__init__.py)
     └── TerminalError  TERMINAL_* codes (terminal_*, persistent bash)
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
@@ -22,14 +27,27 @@ FS codes: ``FS_INVALID_ARGS``, ``FS_INVALID_PATH`` (NUL byte), ``FS_OUTSIDE_WORK
 ``FS_STALE_VERSION`` (read-before-write), ``FS_EDIT_NOT_FOUND``, ``FS_AMBIGUOUS_EDIT``,
 ``FS_ALREADY_EXISTS``, ``FS_NOT_IMAGE``, ``FS_RACE`` (the path kept changing under the call),
 ``FS_IO_ERROR`` (any other operating-system error, its text in the message), ``FS_ABORTED``.
-BASH and JOB codes are listed in ``tools/shell/_bash.py`` and ``tools/shell/_jobs.py``.
+BASH and JOB codes are listed in ``tools/shell/_bash.py`` and ``tools/shell/_jobs.py``,
+LSP codes in ``tools/lsp/_tool.py``.
 """
 
 from __future__ import annotations
 
 from codemode.engine import HarnessError
 
-__all__ = ["BashError", "FsError", "JobError", "SearchError", "TerminalError", "io_error"]
+__all__ = [
+    "BashError",
+    "FsError",
+    "JobError",
+    "LspError",
+    "PlanModeError",
+    "QuestionError",
+    "SearchError",
+    "SkillError",
+    "TerminalError",
+    "WebError",
+    "io_error",
+]
 
 
 class FsError(HarnessError):
@@ -72,6 +90,47 @@ def io_error(exc: OSError, verb: str, path: str) -> FsError:
     """An operating-system error a file tool did not anticipate (``EACCES``, ``EMFILE``,
     ``ENAMETOOLONG``, ...), as a coded ``FsError`` naming the path as written."""
     return FsError(f'cannot {verb} "{path}": {exc.strerror or exc}', "FS_IO_ERROR")
+
+
+class QuestionError(HarnessError):
+    """An ``ask_user_question`` failure; ``code`` is one of the ``QUESTION_*`` codes
+    listed in ``tools/interact/_questions.py``."""
+
+    family = "QUESTION_"
+    code = "QUESTION_ERROR"
+
+
+class PlanModeError(HarnessError):
+    """An ``exit_plan_mode`` outcome other than approval; ``code`` is one of the ``PLAN_*``
+    codes listed in ``tools/interact/_plan.py``."""
+
+    family = "PLAN_"
+    code = "PLAN_ERROR"
+
+
+class SkillError(HarnessError):
+    """A ``skill`` failure; ``code`` is one of the ``SKILL_*`` codes listed in
+    ``tools/skills/_catalog.py``."""
+
+    family = "SKILL_"
+    code = "SKILL_ERROR"
+
+
+class WebError(HarnessError):
+    """A ``web_fetch``/``web_search`` failure; ``code`` is one of the ``WEB_*`` codes."""
+
+    #: Every instance carries one of the ``WEB_*`` codes; ``code`` is the default for one
+    #: raised without a code.
+    family = "WEB_"
+    code = "WEB_ERROR"
+
+
+class LspError(HarnessError):
+    """An ``lsp`` failure; ``code`` is one of the ``LSP_*`` codes listed in
+    ``tools/lsp/_tool.py``."""
+
+    family = "LSP_"
+    code = "LSP_SERVER_ERROR"
 
 
 class TerminalError(HarnessError):

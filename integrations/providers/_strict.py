@@ -10,9 +10,14 @@ so the runtime's own validation sees the arguments the tool was written for.
 
 What strict mode cannot express is refused (``JsonSchemaError`` listing every problem as
 ``<path>: <problem>``) rather than exported with a silently different meaning: keywords
-outside OpenAI's documented subset, untyped ("any value") schemas, open objects
-(``additionalProperties: true``), property-less objects other than the root, arrays
-without ``items``, ``$ref``, and schemas over the documented size limits.
+outside OpenAI's documented subset, untyped ("any value") schemas, objects whose undeclared
+properties have a schema (``additionalProperties: {...}``), property-less objects other than
+the root, arrays without ``items``, ``$ref``, and schemas over the documented size limits.
+
+An object that declares properties and merely tolerates others (``additionalProperties:
+true``, as ``ask_user_question``'s questions do) is exported closed: the model may then send
+only the declared properties, every one of which the tool accepts, so the export narrows
+what can be sent without changing what a sent argument means.
 """
 
 from __future__ import annotations
@@ -206,10 +211,16 @@ def _object(
     if not isinstance(properties, Mapping):
         walk.problem(f"{at}.properties", "must be an object")
         properties = {}
-    if node.get("additionalProperties") not in (None, False):
+    extra = node.get("additionalProperties")
+    if extra is True and not properties:
+        walk.problem(
+            at, "a free-form object (no declared properties) cannot be expressed in strict mode"
+        )
+    elif extra not in (None, False, True):
+        # A schema for the undeclared values: closing the object would lose what it allows.
         walk.problem(
             at,
-            "an open object (additionalProperties other than false) cannot be expressed: "
+            "an open object (additionalProperties with a schema) cannot be expressed: "
             "strict mode allows only the declared properties",
         )
     elif not properties and not root and node.get("additionalProperties") is not False:

@@ -27,6 +27,9 @@ PACKAGES = {
     "job_output": "@deepseek-ai/dsh-tool-jobs",
     "job_kill": "@deepseek-ai/dsh-tool-jobs",
     "todo_write": "@deepseek-ai/dsh-tool-todo",
+    "ask_user_question": "@deepseek-ai/dsh-tool-ask-user",
+    "exit_plan_mode": "@deepseek-ai/dsh-plan-mode",
+    "skill": "@deepseek-ai/dsh-tool-skill",
 }
 
 

@@ -29,6 +29,12 @@ PACKAGES = {
     "job_kill": "@deepseek-ai/dsh-tool-jobs",
     "todo_write": "@deepseek-ai/dsh-tool-todo",
 }
+# Part 2's tools that default_tools always includes (their services are optional).
+ALWAYS = {
+    "ask_user_question": "@deepseek-ai/dsh-tool-ask-user",
+    "exit_plan_mode": "@deepseek-ai/dsh-plan-mode",
+    "skill": "@deepseek-ai/dsh-tool-skill",
+}
 # Part 2 of the catalog (terminals, persistent bash, web, questions, plan review, skills,
 # LSP): packaged here, built by their own subpackages.
 PART_TWO = {
@@ -58,8 +64,11 @@ def _packaged_all() -> dict[tuple[str, str], dict[str, object]]:
 
 
 def _packaged() -> dict[str, dict[str, object]]:
-    # The default variant of each name: part 1's packages.
-    return {name: _packaged_all()[(package, name)] for name, package in PACKAGES.items()}
+    # The default variant of each name.
+    return {
+        name: _packaged_all()[(package, name)]
+        for name, package in {**PACKAGES, **ALWAYS}.items()
+    }
 
 
 def _dump(value: object) -> str:
@@ -79,7 +88,7 @@ def test_packaged_entries_equal_the_seed_catalog() -> None:
 def test_every_tool_matches_its_catalog_entry(tmp_path: Path) -> None:
     packaged = _packaged()
     tools = default_tools(tmp_path, accepts_images=True, output_dir=tmp_path / "out")
-    assert [t.name for t in tools] == list(PACKAGES)
+    assert [t.name for t in tools] == [*PACKAGES, *ALWAYS]
     rt = ToolRuntime()
     for tool in tools:
         rt.register(tool)
@@ -93,7 +102,7 @@ def test_every_tool_matches_its_catalog_entry(tmp_path: Path) -> None:
 def test_read_image_only_when_the_model_takes_images(tmp_path: Path) -> None:
     names = [t.name for t in default_tools(tmp_path, output_dir=tmp_path / "out")]
     assert "read_image" not in names
-    assert len(names) == len(PACKAGES) - 1
+    assert len(names) == len(PACKAGES) + len(ALWAYS) - 1
 
 
 def test_todo_single_in_progress_description(tmp_path: Path) -> None:

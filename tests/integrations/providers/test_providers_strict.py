@@ -218,10 +218,11 @@ def _refusal(schema: Any) -> list[str]:
             {
                 "type": "object",
                 "properties": {"a": {"type": "string"}},
-                "additionalProperties": True,
+                "additionalProperties": {"type": "integer"},
             },
             "an open object",
         ),
+        ({"type": "object", "additionalProperties": True}, "a free-form object"),
         ({"type": "strin"}, "unknown type 'strin'"),
     ],
 )
@@ -230,6 +231,24 @@ def test_refusals_name_the_place_and_the_construct(prop: Any, problem: str) -> N
     assert len(violations) == 1
     assert violations[0].startswith("parameters.properties.p")
     assert problem in violations[0]
+
+
+def test_an_object_tolerating_extra_properties_is_exported_closed() -> None:
+    # The catalogue's ask_user_question: declared properties, extras tolerated. Closing the
+    # object narrows what the model may send; everything it can send stays valid.
+    item = {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {"id": {"type": "string"}, "note": {"type": "string"}},
+        "required": ["id"],
+    }
+    exported = strict_parameters(
+        {"type": "object", "properties": {"qs": {"type": "array", "items": item}}, "required": ["qs"]}
+    )
+    items = exported["properties"]["qs"]["items"]
+    assert items["additionalProperties"] is False
+    assert items["required"] == ["id", "note"]
+    assert items["properties"]["note"] == {"type": ["string", "null"]}
 
 
 def test_every_problem_is_reported_at_once() -> None:
