@@ -270,6 +270,19 @@ async def test_idle_signal_and_shell_kill_refused(
         assert await all_gone([sleeper])
         after = await term.send(sid, "echo $((40 + 2))")
         assert after["viewport"].endswith("42\n$ ") and after["waitReason"] == "stdin_read"
+        # Control characters go through the line discipline: ^C interrupts, ^Z stops.
+        await term.send(sid, "sleep 3019")
+        [second] = await wait_for_pids("sleep 3019", 1)
+        interrupted = await term.send(sid, "\x03", submit=False)
+        assert interrupted["waitReason"] == "stdin_read" and interrupted["viewport"].endswith("$ ")
+        assert await all_gone([second])
+        await term.send(sid, "sleep 3020")
+        [third] = await wait_for_pids("sleep 3020", 1)
+        stopped = await term.send(sid, "\x1a", submit=False)
+        assert "Stopped" in stopped["viewport"] and stopped["waitReason"] == "stdin_read"
+        killed = await term.send(sid, "kill %1")
+        assert killed["waitReason"] == "stdin_read"
+        assert await all_gone([third])
 
 
 async def test_timeout_and_session_exit(workspace: Path, tmp_path: Path, jobs: JobManager) -> None:
