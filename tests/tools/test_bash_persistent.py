@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import all_gone, error_of, text_of
-from test_terminal import make_cfg, pids_running, wait_for_pids
+from test_terminal import make_cfg, wait_for_pids
 
 from codemode.engine import (
     AbortController,
@@ -164,12 +164,19 @@ async def test_timeout_resets_the_shell(
 ) -> None:
     shell = Shell(workspace, tmp_path, terminals, timeout_ms=1500)
     await shell.run("cd /tmp; export KEEP=1")
-    text = await shell.run("echo partial; sleep 3011")
+    seen: list[int] = []
+
+    async def spot() -> None:
+        seen.extend(await wait_for_pids("sleep 3011", 1))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(spot)
+        text = await shell.run("echo partial; sleep 3011")
     assert text == (
         "Your command timed out after 2 seconds or experienced an OOM error. "
         f"Below is partial output:\npartial\n{RESET}"
     )
-    assert await all_gone(pids_running("sleep 3011"))
+    assert len(seen) == 1 and await all_gone(seen)
     assert await shell.run('pwd; echo "[$KEEP]"') == f"{os.path.realpath(workspace)}\n[]"
 
 
@@ -209,19 +216,17 @@ async def test_one_shell_per_owner_serialized(shell: Shell) -> None:
 async def test_abort_resets(shell: Shell) -> None:
     await shell.run("export KEEP=1")
     controller = AbortController()
+    seen: list[int] = []
     async with anyio.create_task_group() as group:
 
         async def abort_soon() -> None:
-            for _ in range(500):
-                if pids_running("sleep 3012"):
-                    break
-                await anyio.sleep(0.02)
+            seen.extend(await wait_for_pids("sleep 3012", 1))
             controller.abort()
 
         group.start_soon(abort_soon)
         result = await shell.call("sleep 3012", signal=controller.signal)
     assert error_of(result) == ("tool call aborted", "ABORTED")
-    assert await all_gone(pids_running("sleep 3012"))
+    assert len(seen) == 1 and await all_gone(seen)
     assert await shell.run('echo "[$KEEP]"') == "[]"
 
 

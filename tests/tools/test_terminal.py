@@ -120,8 +120,25 @@ async def term(workspace: Path, tmp_path: Path, jobs: JobManager) -> AsyncIterat
         yield Term(make_cfg(workspace, tmp_path, jobs), terminals)
 
 
+def _descends_from_us(pid: int) -> bool:
+    # Every terminal process stays below its launcher (a subreaper), a child of this test
+    # process: so a concurrent run of these tests never sees the other's processes.
+    me = os.getpid()
+    for _ in range(64):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
 def pids_running(token: str) -> list[int]:
-    """Live processes whose command line contains ``token``."""
+    """Live processes started by this test process whose command line contains ``token``."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -131,7 +148,7 @@ def pids_running(token: str) -> list[int]:
                 cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if token in cmdline and alive(int(name)):
+        if token in cmdline and alive(int(name)) and _descends_from_us(int(name)):
             found.append(int(name))
     return found
 
@@ -328,8 +345,10 @@ async def test_send_abort(term: Term) -> None:
             "terminal_send", {"sessionId": sid, "text": "sleep 3004"}, signal=controller.signal
         )
     assert error_of(result)[0] == "terminal send aborted"
+    # The abort ends the wait, not the program: it still runs until the session closes.
+    [sleeper] = pids_running("sleep 3004")
     await term.ok("terminal_close", {"sessionId": sid})
-    assert not pids_running("sleep 3004")
+    assert await all_gone([sleeper])
 
 
 # -- scrollback pages and caps ---------------------------------------------------------------
