@@ -11,7 +11,8 @@
     ├── PlanModeError  PLAN_* codes (exit_plan_mode)
     ├── SkillError     SKILL_* codes (skill, the skill catalogue)
     ├── LspError       LSP_* codes (lsp)
-    └── WebError       WEB_* codes (web_fetch, web_search; listed in tools/web/__init__.py)
+    ├── WebError       WEB_* codes (web_fetch, web_search; listed in tools/web/__init__.py)
+    └── TerminalError  TERMINAL_* codes (terminal_*, persistent bash)
 
 Every failure a first-party tool raises carries one of these, so hosts can branch on a
 stable ``error.info.code`` instead of parsing messages. Argument problems the input schema
@@ -43,6 +44,7 @@ __all__ = [
     "QuestionError",
     "SearchError",
     "SkillError",
+    "TerminalError",
     "WebError",
     "io_error",
 ]
@@ -129,3 +131,13 @@ class LspError(HarnessError):
 
     family = "LSP_"
     code = "LSP_SERVER_ERROR"
+
+
+class TerminalError(HarnessError):
+    """A terminal or persistent-bash failure; ``code`` is one of the ``TERMINAL_*`` codes
+    (listed in ``tools/terminal/__init__.py``)."""
+
+    #: Every instance carries one of the ``TERMINAL_*`` codes; ``code`` is the default for
+    #: one raised without a code.
+    family = "TERMINAL_"
+    code = "TERMINAL_ERROR"

@@ -288,10 +288,16 @@ def launch(argv: list[str]) -> None:
     Writes one line to STATUS_FD once bash is started (``ok``, ``ok degraded: why`` or
     ``error: why``), waits for bash, kills whatever bash left behind, writes ``done`` (the
     host's sign that this cleanup ran) and exits as bash did.
+
+    ``[..., *PROCS, "--exec", *ARGV]`` instead runs ``ARGV`` (a terminal's shell or REPL)
+    with the launcher's standard input, a terminal, as the session's controlling terminal:
+    the launcher leads the session, so the whole terminal tree stays in it and below it.
     """
-    split = argv.index("--")
+    split = next(i for i, a in enumerate(argv) if a in ("--", "--exec"))
     status_fd, host_pid, isolate, fsize = (int(a) for a in argv[:4])
-    procs, command = argv[4:split], argv[split + 1]
+    procs = argv[4:split]
+    tty = argv[split] == "--exec"
+    program = argv[split + 1 :] if tty else ["bash", "-c", argv[split + 1]]
     report = os.fdopen(status_fd, "w", encoding="utf-8")
     libc = _libc()
     # The host's exit (even SIGKILL) must not orphan the call: SIGUSR1 arrives, we stop.
@@ -311,6 +317,12 @@ def launch(argv: list[str]) -> None:
         if isolate and (failed := _isolate()):
             note = " degraded: " + "; ".join(failed)
         _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "become a subreaper")
+        if tty:
+            # Imported only here: the one-shot bash path stays as small as it was.
+            import fcntl
+            import termios
+
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     except OSError as exc:
         report.write(f"error: {exc.strerror or exc}\n")
         report.close()
@@ -324,9 +336,9 @@ def launch(argv: list[str]) -> None:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         try:
-            os.execvp("bash", ["bash", "-c", command])
+            os.execvp(program[0], program)
         except OSError as exc:
-            os.write(2, f"bash: {exc.strerror}\n".encode())
+            os.write(2, f"{program[0]}: {exc.strerror}\n".encode())
         os._exit(127)
 
     def stop(_sig: int, _frame: object) -> None:
@@ -337,6 +349,12 @@ def launch(argv: list[str]) -> None:
     # can clean up after bash.
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
+    if tty:
+        # A terminal program without job control (a REPL) shares the launcher's process
+        # group, the terminal's foreground group: a stop signal meant for the program must
+        # not stop the launcher, or nothing would reap and clean up after it.
+        for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+            signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, stop)
     report.write(f"ok{note}\n")
     report.flush()

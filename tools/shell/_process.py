@@ -10,6 +10,11 @@ the host freezes and kills the launcher's whole tree from outside. Whatever happ
 host then kills the call's cgroup (descendant cgroups included) and sweeps its session,
 so nothing a call starts outlives it. ``kill_all_processes`` does the same at once for
 every live call of this host process (registered with ``atexit``).
+
+The terminals (``tools/terminal``) run their shells and REPLs through the same launcher
+(``BashProcess(tty=..., exec_argv=...)``: the program runs on a PTY that the launcher holds
+as the session's controlling terminal), so every net above, and ``kill_all_processes``,
+covers them too.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import signal as signal_mod
 import subprocess
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 import anyio.abc
@@ -71,7 +76,8 @@ def signal_name(returncode: int | None) -> str | None:
 
 
 def kill_all_processes() -> None:
-    """Kill every process of every live bash call and background job of this host process.
+    """Kill every process of every live bash call, background job and terminal (session or
+    persistent shell) of this host process.
 
     Synchronous and idempotent, for teardown paths that cannot await (``atexit``, signal
     handlers, a CLI's final ``finally``). The calls themselves then finish as killed.
@@ -102,10 +108,21 @@ class BashProcess:
         on_stderr: Callable[[bytes], None],
         max_pids: int | None = DEFAULT_MAX_PIDS,
         cgroup: bool = True,
+        exec_argv: Sequence[str] | None = None,
+        tty: int | None = None,
     ) -> None:
         """``max_pids`` caps the call's processes; ``cgroup=False`` runs the call without its
-        cgroup (what a host without cgroups gets), leaving the tree and session nets."""
+        cgroup (what a host without cgroups gets), leaving the tree and session nets.
+
+        ``tty`` (a terminal's slave fd) with ``exec_argv`` runs ``exec_argv`` instead of
+        ``bash -c command``, on that terminal as its controlling terminal (``command`` and the
+        output callbacks are then unused: the host reads the terminal's master side). Such a
+        process is driven with ``wait`` and ``close`` instead of ``run``."""
+        if (tty is None) != (exec_argv is None):
+            raise ValueError("tty and exec_argv go together")
         self.command = command
+        self.exec_argv = list(exec_argv) if exec_argv is not None else None
+        self.tty = tty
         self.cwd = cwd
         self.env = dict(env)
         self.on_stdout = on_stdout
@@ -168,11 +185,20 @@ class BashProcess:
             "1" if os.geteuid() == 0 else "0",
             str(MAX_FILE_BYTES),
             *procs,
-            "--",
-            self.command,
         ]
+        if self.tty is not None and self.exec_argv is not None:
+            return await anyio.open_process(
+                [*argv, "--exec", *self.exec_argv],
+                cwd=self.cwd,
+                env=self.env,
+                stdin=self.tty,
+                stdout=self.tty,
+                stderr=self.tty,
+                start_new_session=True,
+                pass_fds=(status_fd,),
+            )
         return await anyio.open_process(
-            argv,
+            [*argv, "--", self.command],
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -234,6 +260,16 @@ class BashProcess:
             await anyio.to_thread.run_sync(self._cleanup_sync)
             await process.aclose()
             _live.discard(self)
+
+    async def wait(self) -> int:
+        """Wait until the launcher exits; its return code (negative: the signal)."""
+        assert self.process is not None
+        return await self.process.wait()
+
+    async def close(self) -> None:
+        """Kill whatever is left of the call, reap it and remove its cgroup (shielded)."""
+        if self.process is not None:
+            await self._reap()
 
     async def run(self, deadline_s: float | None) -> bool:
         """Pump output until the call ends; ``True`` if ``deadline_s`` expired first.
