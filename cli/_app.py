@@ -276,8 +276,27 @@ def run(
     output_mb: Annotated[
         int, typer.Option("--output-mb", min=1, help="Cap on logs plus the returned value.")
     ] = _DEFAULTS.max_output_bytes // 2**20,
+    bash: Annotated[
+        str,
+        typer.Option(
+            "--bash",
+            metavar="one-shot|persistent",
+            help="The bash tool: a fresh shell per call, or one persistent PTY shell.",
+        ),
+    ] = "one-shot",
+    skills_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--skills-dir",
+            metavar="DIR",
+            help="Where the skill tool finds SKILL.md folders (repeatable; "
+            "WORKSPACE/.codemode/skills is always searched).",
+        ),
+    ] = None,
 ) -> None:
     """Run one program in code mode against the built-in tools; print the result content."""
+    if bash not in ("one-shot", "persistent"):
+        raise _usage(f"--bash must be one-shot or persistent, got {bash!r}")
     _check_lang(lang)
     ws = _check_workspace(workspace)
     language = detect_language(file, lang)
@@ -317,7 +336,17 @@ def run(
         max_output_bytes=output_mb * 2**20,
     )
     result, events = _run_async(
-        lambda: _run_program(program, language, ws, summary, keep_state, limits, session)
+        lambda: _run_program(
+            program,
+            language,
+            ws,
+            summary,
+            keep_state,
+            limits,
+            session,
+            bash=bash,
+            skills_dirs=tuple(skills_dir or ()),
+        )
     )
     if as_json:
         info = result.error.info if result.is_error else None
@@ -352,9 +381,18 @@ async def _run_program(
     keep_state: bool,
     limits: Limits,
     session: Path | None = None,
+    *,
+    bash: str = "one-shot",
+    skills_dirs: tuple[Path, ...] = (),
 ) -> tuple[Any, list[dict[str, Any]]]:
     async with open_invocation(
-        workspace, language, keep_state=keep_state, limits=limits, session_path=session
+        workspace,
+        language,
+        keep_state=keep_state,
+        limits=limits,
+        session_path=session,
+        bash=bash,
+        skills_dirs=skills_dirs,
     ) as invocation:
         if keep_state:
             _err.print(f"state directory: {invocation.state_dir}")

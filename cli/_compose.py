@@ -68,6 +68,7 @@ async def install_builtin_tools(
     interactive: bool = True,
     skills_dirs: tuple[Path, ...] = (),
     skills_in_description: bool = False,
+    bash: str = "one-shot",
 ) -> None:
     """Register the first-party tools bound to ``workspace`` on ``runtime``, with the
     policies they rely on: spilled results and bash output go under ``state_dir``, and
@@ -77,12 +78,14 @@ async def install_builtin_tools(
     ``interactive``: questions and plan reviews are asked on this terminal (refused with a
     clear error when stdin is not one); ``False`` (a server) registers no provider.
     ``skills_dirs``: where ``skill`` finds ``SKILL.md`` folders, besides the workspace's
-    ``.codemode/skills``. The web tools' destinations and search provider come from the
+    ``.codemode/skills``. ``bash``: ``"one-shot"`` or ``"persistent"`` (one PTY shell for
+    the session). Terminal sessions and shells die when ``stack`` closes. The web tools' destinations and search provider come from the
     ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables.
     """
     import codemode.tools as first_party
     from codemode.tools.lsp import LspManager
     from codemode.tools.skills import SkillCatalog
+    from codemode.tools.terminal import TerminalManager
     from codemode.tools.web import WebConfig
 
     from ._questions import InteractiveQuestionProvider
@@ -98,6 +101,8 @@ async def install_builtin_tools(
     skills = SkillCatalog([workspace / ".codemode" / "skills", *skills_dirs])
     # Language servers start on the first lsp call and stop when the stack closes.
     lsp = await stack.enter_async_context(LspManager())
+    # Terminal sessions and persistent shells: their process trees die when the stack closes.
+    terminals = await stack.enter_async_context(TerminalManager(work_dir=state_dir / "terminals"))
     for definition in first_party.default_tools(
         workspace,
         fs_policy=fs_policy,
@@ -109,6 +114,8 @@ async def install_builtin_tools(
         skills_in_description=skills_in_description,
         web=WebConfig.from_env(os.environ),
         lsp=lsp,
+        terminals=terminals,
+        bash="persistent" if bash == "persistent" else "one-shot",
     ):
         runtime.register(definition)
 
@@ -181,6 +188,8 @@ async def open_invocation(
     limits: Limits | None = None,
     sandbox: bool = True,
     session_path: Path | None = None,
+    bash: str = "one-shot",
+    skills_dirs: tuple[Path, ...] = (),
 ) -> AsyncIterator[Invocation]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
@@ -204,7 +213,9 @@ async def open_invocation(
         else:
             runtime = ToolRuntime(mode="native")
         TimeoutPolicy().install(runtime)
-        await install_builtin_tools(stack, runtime, workspace, state_dir)
+        await install_builtin_tools(
+            stack, runtime, workspace, state_dir, bash=bash, skills_dirs=skills_dirs
+        )
         log: SessionLog = (
             MemorySessionLog()
             if session_path is None

@@ -21,6 +21,11 @@ PACKAGES = [
     "codemode.sdk_gen",
     "codemode.sandbox",
     "codemode.tools",
+    "codemode.tools.interact",
+    "codemode.tools.lsp",
+    "codemode.tools.skills",
+    "codemode.tools.terminal",
+    "codemode.tools.web",
 ]
 
 # The engine's documented public surface: embedders and the README build on these names,

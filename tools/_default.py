@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from codemode.engine import ToolDefinition
 from codemode.engine.policies import LocalSpillStore
@@ -26,6 +26,8 @@ from .shell._bash import build_bash
 from .shell._job_tools import build_job_kill, build_job_list, build_job_output
 from .skills._catalog import SkillCatalog
 from .skills._tool import build_skill_tool
+from .terminal._persistent import build_persistent_bash
+from .terminal._tools import build_terminal_tools
 from .web._tools import build_web_tools
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from .interact._questions import QuestionProvider
     from .lsp._server import LspManager
     from .shell._jobs import JobManager
+    from .terminal._sessions import TerminalManager
     from .web._tools import WebConfig
 
 __all__ = ["default_tools"]
@@ -73,13 +76,18 @@ def default_tools(
     skills_in_description: bool = False,
     web: WebConfig | None = None,
     lsp: LspManager | None = None,
+    terminals: TerminalManager | None = None,
+    bash: Literal["one-shot", "persistent"] = "one-shot",
+    persistent_bash_timeout_ms: int = 300_000,
+    terminal_max_result_bytes: int = 262_144,
 ) -> list[ToolDefinition]:
     """The first-party tools, named as in the catalog, bound to ``workspace``.
 
     Returns ``read``, ``write``, ``edit``, ``read_image`` (only with ``accepts_images``),
     ``str_replace_editor``, ``glob``, ``grep``, ``bash``, ``job_list``, ``job_output``,
     ``job_kill``, ``todo_write``, ``ask_user_question``, ``exit_plan_mode``, ``skill``,
-    ``web_fetch`` and ``web_search``, then ``lsp`` (only with ``lsp``).
+    ``web_fetch`` and ``web_search``, then ``lsp`` (only with ``lsp``) and the six
+    ``terminal_*`` tools (only with ``terminals``).
 
     - ``fs_policy``: an ``FsObservationPolicy`` the file tools record reads into; install
       the same instance on the runtime to enforce read-before-write.
@@ -125,6 +133,15 @@ def default_tools(
       ``WebConfig.from_env(os.environ)`` reads them from ``CODEMODE_*`` variables).
     - ``lsp``: a running ``LspManager`` (``async with LspManager() as lsp``) for the ``lsp``
       tool; it starts language servers on first use and stops them when its block ends.
+    - ``terminals``: a running ``TerminalManager`` (``async with TerminalManager() as
+      terminals``; ``codemode.tools.terminal``) for ``terminal_*`` and the persistent
+      ``bash``; leaving its block kills every session's process tree. Pass ``jobs`` too
+      for ``terminal_send``'s ``run_in_background``.
+    - ``bash``: ``"one-shot"`` (each call a fresh ``bash -c``, the catalog's
+      ``dsh-tool-bash``) or ``"persistent"`` (one PTY shell per calling scope, the
+      ``dsh-tool-bash-persistent`` variant; needs ``terminals``), whose calls time out after
+      ``persistent_bash_timeout_ms`` and reset the shell.
+    - ``terminal_max_result_bytes``: the bound of every terminal tool's text (at least 64).
     """
     space = Workspace(workspace)
     out_dir = (
@@ -139,6 +156,10 @@ def default_tools(
         raise ValueError("bash_timeout_ms must not exceed bash_max_timeout_ms")
     if not env_prefix:
         raise ValueError("env_prefix must be a non-empty string")
+    if bash not in ("one-shot", "persistent"):
+        raise ValueError(f'bash must be "one-shot" or "persistent", got {bash!r}')
+    if bash == "persistent" and terminals is None:
+        raise ValueError('bash="persistent" needs terminals=TerminalManager() (it owns the shells)')
     cfg = ToolsConfig(
         workspace=space,
         spill_store=store,
@@ -189,7 +210,9 @@ def default_tools(
         build_str_replace_editor(cfg),
         build_glob(cfg),
         build_grep(cfg),
-        build_bash(cfg),
+        build_bash(cfg)
+        if bash == "one-shot" or terminals is None
+        else build_persistent_bash(cfg, terminals, timeout_ms=persistent_bash_timeout_ms),
         build_job_list(cfg),
         build_job_output(cfg),
         build_job_kill(cfg),
@@ -201,4 +224,6 @@ def default_tools(
     ]
     if lsp is not None:
         tools.append(build_lsp_tool(cfg, lsp))
+    if terminals is not None:
+        tools += build_terminal_tools(cfg, terminals, max_result_bytes=terminal_max_result_bytes)
     return tools

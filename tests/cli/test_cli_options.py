@@ -33,6 +33,10 @@ PACKAGES = {
     "web_fetch": "@deepseek-ai/dsh-tool-web",
     "web_search": "@deepseek-ai/dsh-tool-web",
     "lsp": "@deepseek-ai/dsh-tool-lsp",
+    **{
+        f"terminal_{verb}": "@deepseek-ai/dsh-tool-terminal"
+        for verb in ("open", "send", "read", "signal", "list", "close")
+    },
 }
 
 

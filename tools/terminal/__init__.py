@@ -30,8 +30,8 @@ from ._sessions import DEFAULT_BACKENDS, Backend, TerminalManager, TerminalSessi
 from ._tools import build_terminal_tools
 
 __all__ = [
-    "DEFAULT_BACKENDS",
     "Backend",
+    "DEFAULT_BACKENDS",
     "PtySession",
     "TerminalManager",
     "TerminalSession",
