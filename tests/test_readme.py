@@ -57,3 +57,17 @@ def test_readme_names_both_commands_and_they_exist() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_first_party_tools_example_runs() -> None:
+    code = _section_code("First-party tools", "python")
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "23 ['terminal_open', 'terminal_send']"
