@@ -31,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	rm -rf build/typecheck && mkdir -p $(TYPECHECK)
 	for f in codemode/*; do ln -s ../../../$$f $(TYPECHECK)/; done
-	for d in engine sdk_gen sandbox tools cli integrations bench; do ln -s ../../../$$d $(TYPECHECK)/$$d; done
+	for d in engine sdk_gen sandbox tools cli integrations bench agent; do ln -s ../../../$$d $(TYPECHECK)/$$d; done
 	$(BIN)/mypy
 
 clean:

@@ -1,4 +1,4 @@
-"""The architecture's arrows, enforced: sdk_gen <- engine <- {sandbox, tools} <- {integrations, bench} <- cli.
+"""The architecture's arrows, enforced: sdk_gen <- engine <- {sandbox, tools} <- {integrations, bench, agent} <- cli.
 
 No upward import, no import of another package's private module, nothing host-side in the
 worker-side folders, and ``pyproject.toml`` lists every package folder.
@@ -21,7 +21,8 @@ ALLOWED = {
     "tools": {"engine"},
     "integrations": {"engine", "sandbox", "tools", "sdk_gen"},
     "bench": {"engine", "sandbox", "tools", "sdk_gen"},
-    "cli": {"engine", "sandbox", "tools", "sdk_gen", "integrations", "bench"},
+    "agent": {"engine", "sandbox", "tools", "sdk_gen"},
+    "cli": {"engine", "sandbox", "tools", "sdk_gen", "integrations", "bench", "agent"},
 }
 FIRST_PARTY = set(ALLOWED)
 
