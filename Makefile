@@ -5,13 +5,20 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TSLS_VERSION       := 5.1.3
+TYPESCRIPT_VERSION := 5.9.3
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# The TypeScript language server the lsp tool finds next to the venv's interpreter
+	# (tests/tools/test_lsp_typescript.py drives it): from npm, pinned.
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/node \
+		typescript-language-server@$(TSLS_VERSION) typescript@$(TYPESCRIPT_VERSION)
+	ln -sf ../node/node_modules/.bin/typescript-language-server $(BIN)/typescript-language-server
 	touch $(STAMP)
 
 install: $(STAMP)

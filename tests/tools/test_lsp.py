@@ -266,6 +266,9 @@ async def lsp(ws: Path, tmp_path: Path) -> AsyncIterator[Lsp]:
         [*default_servers(), _fake_spec(tmp_path)],
         request_timeout_s=20,
         shutdown_grace_s=0.2,
+        # The scripted server publishes no diagnostics: its first open would wait the whole
+        # settle bound (jedi publishes at once).
+        open_settle_s=1.0,
         env=env,
     ) as manager:
         yield Lsp(ws, tmp_path, manager)
@@ -411,7 +414,7 @@ async def test_concurrent_calls_share_one_server(lsp: Lsp) -> None:
 
 
 async def test_teardown_stops_every_server(ws: Path, tmp_path: Path) -> None:
-    async with LspManager([*default_servers(), _fake_spec(tmp_path)]) as manager:
+    async with LspManager([*default_servers(), _fake_spec(tmp_path)], open_settle_s=1.0) as manager:
         lsp = Lsp(ws, tmp_path, manager)
         await lsp.ok(operation="hover", file_path="pkg/a.py", line=1, character=5)
         (ws / "x.fake").write_text("hello")
@@ -615,7 +618,7 @@ async def test_hostile_frames_end_only_that_connection(lsp: Lsp, trigger: str, w
 
 def test_kill_all_servers_is_the_atexit_sweep(ws: Path, tmp_path: Path) -> None:
     async def main() -> int:
-        async with LspManager([_fake_spec(tmp_path)]) as manager:
+        async with LspManager([_fake_spec(tmp_path)], open_settle_s=1.0) as manager:
             lsp = Lsp(ws, tmp_path, manager)
             (ws / "a.fake").write_text("hello")
             await lsp.ok(operation="hover", file_path="a.fake", line=1, character=1)
@@ -629,7 +632,9 @@ def test_kill_all_servers_is_the_atexit_sweep(ws: Path, tmp_path: Path) -> None:
 
 
 async def test_a_hanging_request_is_bounded(ws: Path, tmp_path: Path) -> None:
-    async with LspManager([_fake_spec(tmp_path)], request_timeout_s=0.5) as manager:
+    async with LspManager(
+        [_fake_spec(tmp_path)], request_timeout_s=0.5, open_settle_s=1.0
+    ) as manager:
         lsp = Lsp(ws, tmp_path, manager)
         (ws / "a.fake").write_text("HANG")
         assert await lsp.fail(operation="hover", file_path="a.fake", line=1, character=1) == (
@@ -654,7 +659,7 @@ async def test_a_flood_of_stderr_does_not_block(lsp: Lsp) -> None:
 
 async def test_the_shutdown_handshake_runs_at_teardown(ws: Path, tmp_path: Path) -> None:
     env = {**os.environ, "FAKE_LSP_LOG": str(tmp_path / "fake.log")}
-    async with LspManager([_fake_spec(tmp_path)], env=env) as manager:
+    async with LspManager([_fake_spec(tmp_path)], env=env, open_settle_s=1.0) as manager:
         lsp = Lsp(ws, tmp_path, manager)
         (ws / "a.fake").write_text("hello")
         await lsp.ok(operation="hover", file_path="a.fake", line=1, character=1)

@@ -40,6 +40,12 @@ _STDERR_TAIL_BYTES = 4096
 # Documents kept open per server; the least recently used is closed beyond it, so a long
 # session that touches thousands of files does not grow the server (or us) without bound.
 _MAX_OPEN_DOCUMENTS = 128
+# Some servers (tsserver behind typescript-language-server) answer a file's first queries
+# from syntax alone while its project still loads: an imported name then "resolves" to its
+# own import. After a file's first didOpen the client waits, up to this long, for the
+# server to show it has analysed the file: diagnostics published for it, and no work-done
+# progress (such as "Initializing JS/TS language features") still running.
+DEFAULT_OPEN_SETTLE_S = 10.0
 _KILL_GRACE_S = 1.0
 
 # pid -> process, for the atexit sweep (a plain dict: entries are removed at teardown).
@@ -124,8 +130,51 @@ class LanguageServer:
     connection: JsonRpcConnection
     capabilities: dict[str, Any] = field(default_factory=dict)
     stderr_tail: deque[bytes] = field(default_factory=deque)
+    open_settle_s: float = DEFAULT_OPEN_SETTLE_S
     _documents: OrderedDict[str, _Document] = field(default_factory=OrderedDict)
     _sync_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _diagnosed: dict[str, anyio.Event] = field(default_factory=dict)
+    _progress: set[Any] = field(default_factory=set)
+    _progress_idle: anyio.Event = field(default_factory=anyio.Event)
+    # Whether the server publishes diagnostics at all: unknown until one arrives or a first
+    # settle times out without any (then later opens wait for progress only).
+    _publishes: bool | None = None
+
+    def notified(self, method: str, params: Any) -> None:
+        """A notification from the server: tracks diagnostics and work-done progress."""
+        if not isinstance(params, dict):
+            return
+        if method == "textDocument/publishDiagnostics":
+            self._publishes = True
+            uri = params.get("uri")
+            event = self._diagnosed.get(uri) if isinstance(uri, str) else None
+            if event is not None:
+                event.set()
+        elif method == "$/progress":
+            value = params.get("value")
+            token = params.get("token")
+            if not isinstance(value, dict) or not isinstance(token, (str, int)):
+                return
+            if value.get("kind") == "begin":
+                self._progress.add(token)
+                if self._progress_idle.is_set():
+                    self._progress_idle = anyio.Event()
+            elif value.get("kind") == "end":
+                self._progress.discard(token)
+                if not self._progress:
+                    self._progress_idle.set()
+
+    async def _settle_open(self, uri: str, diagnosed: anyio.Event) -> None:
+        # Bounded: a server that never publishes diagnostics costs this once, on its first
+        # file; after that only running progress is waited for.
+        with anyio.move_on_after(self.open_settle_s) as scope:
+            if self._publishes is not False:
+                await diagnosed.wait()
+            while self._progress:
+                await self._progress_idle.wait()
+        if scope.cancelled_caught and self._publishes is None:
+            self._publishes = False
+        self._diagnosed.pop(uri, None)
 
     @property
     def pid(self) -> int:
@@ -186,6 +235,7 @@ class LanguageServer:
             try:
                 doc = self._documents.get(uri)
                 if doc is None:
+                    diagnosed = self._diagnosed.setdefault(uri, anyio.Event())
                     await self.connection.notify(
                         "textDocument/didOpen",
                         {
@@ -203,6 +253,7 @@ class LanguageServer:
                         await self.connection.notify(
                             "textDocument/didClose", {"textDocument": {"uri": old}}
                         )
+                    await self._settle_open(uri, diagnosed)
                     return
                 self._documents.move_to_end(uri)
                 if doc.text != text:
@@ -268,10 +319,6 @@ async def _handle_server_request(method: str, params: Any) -> Any:
     raise ResponseError(-32601, f"unhandled method {method}")
 
 
-def _ignore_notification(method: str, params: Any) -> None:
-    return None
-
-
 class LspManager:
     """Owns the language servers of a host for the lifetime of an ``async with`` block.
 
@@ -279,7 +326,10 @@ class LspManager:
     ``handles`` accepts a file serves it. ``request_timeout_s`` bounds each request and
     ``startup_timeout_s`` a server's start and ``initialize``; ``shutdown_grace_s`` is how
     long a server may take to exit after ``shutdown``/``exit`` before its process group is
-    killed; ``env`` replaces the servers' environment (default: the host's).
+    killed; ``open_settle_s`` bounds the wait, after a file's first ``didOpen``, for the
+    server to have analysed it (its diagnostics published, its work-done progress ended)
+    before the file's first query; ``env`` replaces the servers' environment (default: the
+    host's).
     """
 
     def __init__(
@@ -289,6 +339,7 @@ class LspManager:
         request_timeout_s: float = 30.0,
         startup_timeout_s: float = 30.0,
         shutdown_grace_s: float = 1.0,
+        open_settle_s: float = DEFAULT_OPEN_SETTLE_S,
         env: Mapping[str, str] | None = None,
     ) -> None:
         if servers is None:
@@ -299,6 +350,7 @@ class LspManager:
         self.request_timeout_s = request_timeout_s
         self.startup_timeout_s = startup_timeout_s
         self.shutdown_grace_s = shutdown_grace_s
+        self.open_settle_s = open_settle_s
         self._env = dict(env) if env is not None else None
         self._running: dict[tuple[str, str], LanguageServer] = {}
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
@@ -381,13 +433,28 @@ class LspManager:
             ) from None
         _live[process.pid] = process
         assert process.stdin is not None and process.stdout is not None
+        made: list[LanguageServer] = []
+
+        def on_notification(method: str, params: Any) -> None:
+            # The connection exists before its server object; nothing arrives before
+            # ``initialize`` is sent, after ``made`` is filled.
+            for server in made:
+                server.notified(method, params)
+
         connection = JsonRpcConnection(
             process.stdin,
             process.stdout,
             on_request=_handle_server_request,
-            on_notification=_ignore_notification,
+            on_notification=on_notification,
         )
-        server = LanguageServer(spec=spec, root=root, process=process, connection=connection)
+        server = LanguageServer(
+            spec=spec,
+            root=root,
+            process=process,
+            connection=connection,
+            open_settle_s=self.open_settle_s,
+        )
+        made.append(server)
         self._group.start_soon(connection.run)
         if process.stderr is not None:
             self._group.start_soon(_drain, process.stderr, server.stderr_tail)
