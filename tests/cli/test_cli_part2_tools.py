@@ -170,3 +170,82 @@ def test_the_persistent_bash_keeps_state_across_calls(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["value"]["result"] == "hi from sub"
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """Live descendants of ``pid``: pid -> command line."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    found[child] = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_language_servers_and_terminals_die_with_a_killed_host(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    ws = _workspace(tmp_path)
+    (ws / "run.py").write_text(
+        "await tools.lsp({'operation': 'hover', 'file_path': 'app.py', 'line': 3, 'character': 8})\n"
+        "t = await tools.terminal_open({'type': 'shell'})\n"
+        "await tools.terminal_send({'sessionId': t['sessionId'], 'text': 'sleep 300 &'})\n"
+        "await tools.bash({'command': 'sleep 300', 'description': 'hold the run'})\n",
+        encoding="utf-8",
+    )
+    host = subprocess.Popen(
+        [sys.executable, "-m", "codemode.cli", "run", str(ws / "run.py"), "-w", str(ws)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        seen: dict[int, str] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            seen.update(_descendants(host.pid))
+            if any("jedi-language-server" in c for c in seen.values()) and any(
+                "sleep 300" in c for c in seen.values()
+            ):
+                # Both the server and the terminal's background sleep run (and the bash call).
+                if sum("sleep 300" in c for c in seen.values()) >= 2:
+                    break
+            time.sleep(0.1)
+        assert any("jedi-language-server" in c for c in seen.values()), seen
+        assert sum("sleep 300" in c for c in seen.values()) >= 2, seen
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(p) for p in seen):
+            time.sleep(0.1)
+        assert [c for p, c in seen.items() if _alive(p)] == []
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait(10)
