@@ -26,7 +26,7 @@ from codemode.engine.json import thaw
 from codemode.engine.scheduling import ModelToolCall, run_tool_calls
 
 from ._model import ChatMessage, ModelClient, ModelError, Usage
-from ._session import load_conversation, message_event, repair
+from ._session import load_conversation, message_event, recorded_usage, repair
 
 __all__ = ["BASE_PROMPT", "Agent", "AgentEvent", "TurnHook", "TurnOutcome", "content_text"]
 
@@ -95,8 +95,8 @@ class Agent:
     ``on_event`` receives, in order: ``turn-start {turn}``, ``text {delta}``,
     ``tool-call {id, name, arguments}`` (before the step's calls run), ``tool-result {id,
     name, isError, content}``, ``step-events {events}`` (the step's session events, with
-    presentation cards), ``context {content}`` and ``turn-end {turn, reason, steps, usage,
-    sessionUsage, note?}``. ``max_steps`` bounds the model requests of one turn.
+    presentation cards), ``context {content}`` and ``turn-end {turn, reason, steps, text, usage,
+    sessionUsage, note?}`` (``sessionUsage``: every turn of the session, resumed ones too). ``max_steps`` bounds the model requests of one turn.
     """
 
     def __init__(
@@ -125,6 +125,8 @@ class Agent:
         self.on_event = on_event
         self.messages: list[ChatMessage] = []
         self.turn = 0
+        # Every turn's usage, including the turns a resumed file already holds.
+        self.session_usage = Usage()
         self.turn_hooks: list[TurnHook] = []
         self._inbox: list[ChatMessage] = []
 
@@ -132,7 +134,9 @@ class Agent:
 
     def resume(self) -> int:
         """Load the conversation already in the session log; returns its message count."""
-        self.messages, self.turn = load_conversation(self._log.events)
+        events = self._log.events
+        self.messages, self.turn = load_conversation(events)
+        self.session_usage = recorded_usage(events)
         return len(self.messages)
 
     @property
@@ -212,6 +216,7 @@ class Agent:
         if outcome.note is not None:
             event["note"] = outcome.note
         await self._log.append(event)
+        self.session_usage.add(outcome.usage)
         if not record_only:
             self._emit(
                 {
@@ -221,7 +226,7 @@ class Agent:
                     "steps": outcome.steps,
                     "text": outcome.text,
                     "usage": outcome.usage.to_json(),
-                    "sessionUsage": self.client.usage.to_json(),
+                    "sessionUsage": self.session_usage.to_json(),
                     **({"note": outcome.note} if outcome.note is not None else {}),
                 }
             )

@@ -282,7 +282,8 @@ class ModelClient:
                 retryable = status is None or status == 429 or status >= 500
                 if not retryable:
                     raise ModelError(
-                        "MODEL_HTTP", f"the model server refused the request: {_describe(exc)}"
+                        "MODEL_HTTP",
+                        f"the model server refused the request: {self._describe(exc)}",
                     ) from None
                 attempt += 1
                 if attempt > policy.max_retries:
@@ -290,12 +291,12 @@ class ModelClient:
                         raise ModelError(
                             "MODEL_UNREACHABLE",
                             f"cannot reach the model server at {self.config.base_url} "
-                            f"({policy.max_retries} retries): {_describe(exc)}",
+                            f"({policy.max_retries} retries): {self._describe(exc)}",
                         ) from None
                     raise ModelError(
                         "MODEL_RETRIES_EXHAUSTED",
                         f"the model server kept failing after {policy.max_retries} retries: "
-                        f"{_describe(exc)}",
+                        f"{self._describe(exc)}",
                     ) from None
                 await anyio.sleep(
                     policy.delay(attempt, _retry_after(getattr(exc, "response", None)))
@@ -329,7 +330,7 @@ class ModelClient:
                         finish = str(choice.finish_reason)
         except openai.APIError as exc:
             raise ModelError(
-                "MODEL_BAD_RESPONSE", f"the model stream failed: {_describe(exc)}"
+                "MODEL_BAD_RESPONSE", f"the model stream failed: {self._describe(exc)}"
             ) from None
         except (ValueError, KeyError) as exc:
             raise ModelError("MODEL_BAD_RESPONSE", f"unreadable model stream: {exc}") from None
@@ -344,6 +345,11 @@ class ModelClient:
             tool_calls=calls.result(str(self._steps)),
         )
         return ModelReply(message=message, finish_reason=finish, usage=usage)
+
+    def _describe(self, exc: Exception) -> str:
+        # A server (or a proxy) may echo the request's headers in its error text.
+        text = _describe(exc)
+        return text.replace(self._api_key, "***") if self._api_key else text
 
 
 def _describe(exc: Exception) -> str:

@@ -24,9 +24,15 @@ from typing import Any
 
 from codemode.engine.json import thaw
 
-from ._model import ChatMessage, ModelToolCallRequest
+from ._model import ChatMessage, ModelToolCallRequest, Usage
 
-__all__ = ["INTERRUPTED_TOOL_TEXT", "load_conversation", "message_event", "repair"]
+__all__ = [
+    "INTERRUPTED_TOOL_TEXT",
+    "load_conversation",
+    "message_event",
+    "recorded_usage",
+    "repair",
+]
 
 INTERRUPTED_TOOL_TEXT = "Error: tool call interrupted before it returned a result"
 
@@ -81,6 +87,29 @@ def load_conversation(events: Iterable[Mapping[str, Any]]) -> tuple[list[ChatMes
             if message is not None:
                 messages.append(message)
     return repair(messages), last_turn
+
+
+def recorded_usage(events: Iterable[Mapping[str, Any]]) -> Usage:
+    """The usage of every turn recorded in ``events`` (``agent/turn-end``), summed."""
+    total = Usage()
+    for raw in events:
+        if raw.get("type") != "agent/turn-end" or not isinstance(raw.get("usage"), Mapping):
+            continue
+        usage = raw["usage"]
+
+        def count(key: str, usage: Mapping[str, Any] = usage) -> int:
+            value = usage.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        total.add(
+            Usage(
+                prompt_tokens=count("promptTokens"),
+                completion_tokens=count("completionTokens"),
+                total_tokens=count("totalTokens"),
+                requests=count("requests"),
+            )
+        )
+    return total
 
 
 def repair(messages: list[ChatMessage]) -> list[ChatMessage]:

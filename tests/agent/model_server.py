@@ -10,7 +10,8 @@ request takes the next entry, one of
   usage chunk (``stream_options.include_usage``) and ``data: [DONE]``;
 * ``Status(code, retry_after=...)``: an HTTP error with a JSON error body;
 * ``Hold(text=[...])``: streams the text pieces, then holds the stream open until the
-  client goes away or ``release()`` (``holding`` is set once it holds).
+  client goes away (then ``dropped`` is set) or ``release()`` (``holding`` is set once it
+  holds).
 
 Every request is recorded (``requests``: the JSON body and the headers), so tests assert
 what the model was sent.
@@ -134,6 +135,8 @@ class ModelServer:
         self.script = list(script)
         self.requests: list[Recorded] = []
         self.holding = threading.Event()
+        # Set when a held stream found its client gone (the client closed the response).
+        self.dropped = threading.Event()
         self._release = threading.Event()
         self._lock = threading.Lock()
         outer = self
@@ -203,7 +206,7 @@ class ModelServer:
                         self.wfile.write(b": keep-alive\n\n")
                         self.wfile.flush()
                 except OSError:
-                    return
+                    outer.dropped.set()
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

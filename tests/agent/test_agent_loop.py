@@ -198,7 +198,7 @@ async def test_streamed_parallel_calls_are_assembled_by_index(
         outcome, _ = await _run(host, "read both")
     assert outcome.reason == "done"
     sent = server.requests[1].messages
-    assistant = [m for m in sent if m["role"] == "assistant"][0]
+    assistant = next(m for m in sent if m["role"] == "assistant")
     assert [c["id"] for c in assistant["tool_calls"]] == ["r1", "r2"]
     assert [c["function"]["arguments"] for c in assistant["tool_calls"]] == [
         '{"file_path": "notes.txt"}',
@@ -235,7 +235,13 @@ async def test_code_mode_runs_a_python_program(workspace: Path, tmp_path: Path) 
         "return 'ok'\n"
     )
     script = [
-        Reply(calls=[Call("p1", "run_code", [json.dumps({"code": program, "description": "count lines"})])]),
+        Reply(
+            calls=[
+                Call(
+                    "p1", "run_code", [json.dumps({"code": program, "description": "count lines"})]
+                )
+            ]
+        ),
         Reply(text=["counted"]),
     ]
     async with PythonRuntime(LIMITS) as code:
@@ -260,7 +266,15 @@ async def test_code_mode_runs_a_python_program(workspace: Path, tmp_path: Path) 
 async def test_both_mode_offers_native_tools_and_run_code(workspace: Path, tmp_path: Path) -> None:
     script = [
         Reply(calls=[Call("n1", "read", ['{"file_path": "notes.txt"}'])]),
-        Reply(calls=[Call("n2", "run_code", [json.dumps({"code": "return 6 * 7", "description": "multiply"})])]),
+        Reply(
+            calls=[
+                Call(
+                    "n2",
+                    "run_code",
+                    [json.dumps({"code": "return 6 * 7", "description": "multiply"})],
+                )
+            ]
+        ),
         Reply(text=["42"]),
     ]
     async with PythonRuntime(LIMITS) as code:
@@ -295,7 +309,9 @@ async def test_concluded_turn_and_deferred_context(workspace: Path, tmp_path: Pa
 
 
 async def test_step_limit_ends_the_turn_with_a_note(workspace: Path, tmp_path: Path) -> None:
-    script = [Reply(calls=[Call(f"s{i}", "read", ['{"file_path": "notes.txt"}'])]) for i in range(3)]
+    script = [
+        Reply(calls=[Call(f"s{i}", "read", ['{"file_path": "notes.txt"}'])]) for i in range(3)
+    ]
     with ModelServer(script) as server:
         host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
         outcome, _ = await _run(host, "loop forever", max_steps=2)
@@ -371,6 +387,8 @@ async def test_abort_mid_stream_keeps_the_session(workspace: Path, tmp_path: Pat
 
                 tg.start_soon(stop_when_held)
                 outcome = await agent.run_turn("think", signal=controller.signal)
+            # The abort closed the HTTP response: the server's next write found no client.
+            await anyio.to_thread.run_sync(server.dropped.wait)
             again = await agent.run_turn("go on")
     assert outcome.reason == "interrupted" and outcome.text == "thinking..."
     assert again.reason == "done"
@@ -412,9 +430,49 @@ async def test_resume_rebuilds_the_conversation(workspace: Path, tmp_path: Path)
     with ModelServer(script) as server:
         host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
         await _run(host, "first")
-        outcome, agent = await _run(host, "second", resume=True)
+        outcome, _agent = await _run(host, "second", resume=True)
     assert outcome.turn == 2
     sent = server.requests[2].messages
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
     assert sent[1]["content"] == "first" and sent[4]["content"] == "first answer"
     assert sent[5]["content"] == "second"
+
+
+async def test_retry_after_is_waited_instead_of_the_backoff() -> None:
+    # The backoff alone would wait up to 1000 s; the server's Retry-After says 0.
+    slow = RetryPolicy(max_retries=1, base_delay=1000.0, max_delay=1000.0)
+    with ModelServer([Status(429, retry_after="0"), Reply(text=["ok"])]) as server:
+        async with ModelClient(
+            ModelConfig(server.base_url, "m", retry=slow), api_key="k"
+        ) as client:
+            reply = await client.complete([], [])
+    assert reply.message.content == "ok" and len(server.requests) == 2
+    assert client.usage.requests == 1 and client.usage.total_tokens == 15
+
+
+def test_backoff_is_bounded_and_jittered() -> None:
+    policy = RetryPolicy(max_retries=5, base_delay=0.5, max_delay=3.0)
+    assert policy.delay(1, 2.5) == 2.5
+    assert policy.delay(1, 99.0) == 3.0 and policy.delay(1, -4.0) == 0.0
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (9, 3.0)]:
+        draws = [policy.delay(attempt, None) for _ in range(200)]
+        assert all(0.0 <= d <= ceiling for d in draws)
+        assert len(set(draws)) > 1  # jitter: not one fixed delay
+
+
+async def test_an_echoed_key_is_scrubbed_from_errors() -> None:
+    with ModelServer([Status(400, message="bad request from key sk-echo-me")]) as server:
+        async with ModelClient(ModelConfig(server.base_url, "m"), api_key="sk-echo-me") as client:
+            with pytest.raises(ModelError) as caught:
+                await client.complete([], [])
+    assert caught.value.code == "MODEL_HTTP"
+    assert "sk-echo-me" not in str(caught.value) and "***" in str(caught.value)
+
+
+async def test_session_usage_counts_resumed_turns(workspace: Path, tmp_path: Path) -> None:
+    with ModelServer([Reply(text=["a"]), Reply(text=["b"], usage=(100, 1))]) as server:
+        host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
+        await _run(host, "one")
+        _, agent = await _run(host, "two", resume=True)
+    assert agent.session_usage.total_tokens == 15 + 101 and agent.session_usage.requests == 2
+    assert host.events[-1]["sessionUsage"]["totalTokens"] == 116

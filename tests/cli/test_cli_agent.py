@@ -272,7 +272,7 @@ def test_step_limit_fails_the_task(ws: Path, tmp_path: Path) -> None:
 
 def test_usage_errors(ws: Path, tmp_path: Path) -> None:
     with ModelServer([]) as server:
-        no_key = _run(_argv(server, ws, "x") + ["--api-key-env", "NOT_SET_ANYWHERE"])
+        no_key = _run([*_argv(server, ws, "x"), "--api-key-env", "NOT_SET_ANYWHERE"])
         bad_mode = _run(_argv(server, ws, "x", "--mode", "sideways"))
         inside = _run(_argv(server, ws, "x", "--session", str(ws / "s.db")))
         missing = _run(_argv(server, ws, "x", "--resume", str(tmp_path / "nope.db")))
