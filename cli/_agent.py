@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import sqlite3
+import stat
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -340,12 +341,36 @@ async def _main(opts: _Options) -> tuple[int, int | None]:
 # --- the command ----------------------------------------------------------------------
 
 
+def _inside(path: Path, root: Path) -> bool:
+    resolved, base = path.resolve(), root.resolve()
+    return resolved == base or base in resolved.parents
+
+
 def _default_session(workspace: Path) -> Path:
-    parent = state_parent(workspace)
-    if parent is None:
-        raise _usage(f"workspace {str(workspace)!r} contains every state directory; use --session")
-    folder = parent / "codemode-sessions"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    """A new session file in the user's own state directory (``$XDG_STATE_HOME`` or
+    ``~/.local/state``, then ``codemode/sessions``), or, when that lies inside the
+    workspace, in a per-user folder under the private state parent."""
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    folder = Path(state_home) / "codemode" / "sessions"
+    if _inside(folder, workspace):
+        parent = state_parent(workspace)
+        if parent is None:
+            raise _usage(
+                f"workspace {str(workspace)!r} contains every state directory; use --session"
+            )
+        folder = parent / f"codemode-sessions-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise _usage(f"cannot create the session folder {str(folder)!r}: {exc}") from None
+    # A shared parent (a temporary directory) lets another user plant the folder first, or
+    # a symlink to somewhere else: the transcript would land where they can read it.
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise _usage(
+            f"session folder {str(folder)!r} is not a directory owned by you; "
+            "remove it or pass --session FILE"
+        )
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return folder / f"agent-{stamp}-{os.getpid()}.db"
 
@@ -355,8 +380,7 @@ def _check_resume(path: Path, workspace: Path) -> None:
         SqliteSessionLog.read(path)
     except (FileNotFoundError, ValueError, sqlite3.Error) as exc:
         raise _usage(f"--resume: {exc}") from None
-    resolved, root = path.resolve(), workspace.resolve()
-    if resolved == root or root in resolved.parents:
+    if _inside(path, workspace):
         raise _usage(
             f"session file {str(path)!r} is inside the workspace, where the agent's file "
             "tools could change it; put it outside"

@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +57,29 @@ def _argv(server: ModelServer, ws: Path, *args: str) -> list[str]:
     ]
 
 
+def _as_from_a_terminal() -> None:
+    # A suite started in the background inherits SIGINT ignored; a terminal's child has it
+    # at its default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
 def _run(argv: list[str], stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, input=stdin, capture_output=True, text=True, env=_env(**env), timeout=_WAIT_S
+        argv,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=_env(**env),
+        timeout=_WAIT_S,
+        preexec_fn=_as_from_a_terminal,
     )
 
 
@@ -124,7 +146,7 @@ def test_code_mode_typescript_program_and_rich_cards(ws: Path, tmp_path: Path) -
     )
     script = [
         Reply(calls=[Call("t1", "run_code", [json.dumps({"code": program, "description": "ts"})])]),
-        Reply(text=["Wrote ts.txt"]),
+        Reply(text=["Wrote ts.txt\x1b[2J"]),
     ]
     with ModelServer(script) as server:
         proc = _run(
@@ -138,7 +160,8 @@ def test_code_mode_typescript_program_and_rich_cards(ws: Path, tmp_path: Path) -
         "TypeScript" in first["messages"][0]["content"]
         or "typescript" in first["messages"][0]["content"].lower()
     )
-    assert "Wrote ts.txt" in proc.stdout
+    # Model text is shown, not obeyed: the clear-screen sequence arrives escaped.
+    assert "Wrote ts.txt\\x1b[2J" in proc.stdout and "\x1b" not in proc.stdout
     # Cards on stderr: the run_code call and the program's own calls inside it.
     assert "run_code" in proc.stderr and "write" in proc.stderr and "in t1" in proc.stderr
     assert "done · 2 step(s)" in proc.stderr
@@ -182,6 +205,7 @@ def test_ctrl_c_mid_turn_keeps_the_session_and_exits_130(ws: Path, tmp_path: Pat
             stderr=subprocess.PIPE,
             text=True,
             env=_env(),
+            preexec_fn=_as_from_a_terminal,
         )
         try:
             assert server.holding.wait(_WAIT_S)
@@ -210,7 +234,14 @@ def test_interactive_ctrl_c_stops_the_turn_then_exits_at_the_prompt(
     script = [Hold(text=["hmm"]), Reply(text=["second answer"])]
     with ModelServer(script) as server:
         argv = _argv(server, ws, "--mode", "native", "--session", str(session))
-        child = pexpect.spawn(argv[0], argv[1:], env=_env(), encoding="utf-8", timeout=_WAIT_S)
+        child = pexpect.spawn(
+            argv[0],
+            argv[1:],
+            env=_env(),
+            encoding="utf-8",
+            timeout=_WAIT_S,
+            preexec_fn=_as_from_a_terminal,
+        )
         try:
             child.expect("› ")
             child.sendline("first question")
@@ -232,6 +263,51 @@ def test_interactive_ctrl_c_stops_the_turn_then_exits_at_the_prompt(
         ("assistant", "hmm"),
         ("user", "second question"),
     ]
+
+
+def test_interactive_ctrl_c_stops_a_running_program_and_the_sandbox_still_works(
+    ws: Path, tmp_path: Path
+) -> None:
+    # Ctrl-C at a terminal reaches the whole foreground process group, sandbox included.
+    hot = 'await tools.write({"file_path": "started", "content": "x"})\nwhile True:\n    pass\n'
+    script = [
+        Reply(calls=[Call("h1", "run_code", [json.dumps({"code": hot, "description": "spin"})])]),
+        Reply(
+            calls=[
+                Call("h2", "run_code", [json.dumps({"code": "return 6 * 7", "description": "x"})])
+            ]
+        ),
+        Reply(text=["forty-two"]),
+    ]
+    with ModelServer(script) as server:
+        argv = _argv(server, ws, "--session", str(tmp_path / "s.db"))
+        child = pexpect.spawn(
+            argv[0],
+            argv[1:],
+            env=_env(),
+            encoding="utf-8",
+            timeout=_WAIT_S,
+            preexec_fn=_as_from_a_terminal,
+        )
+        try:
+            child.expect("› ")
+            child.sendline("spin")
+            _wait_for(lambda: (ws / "started").exists(), "the program to start")
+            child.sendintr()
+            child.expect("turn stopped")
+            child.expect("› ")
+            child.sendline("compute")
+            child.expect("forty-two")
+            child.expect("› ")
+            child.sendeof()
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    assert child.exitstatus == 0
+    tools = [m for m in server.requests[2].messages if m["role"] == "tool"]
+    assert [t["tool_call_id"] for t in tools] == ["h1", "h2"]
+    assert tools[0]["content"].startswith("Error: ")
+    assert "42" in tools[1]["content"] and not tools[1]["content"].startswith("Error")
 
 
 def test_interactive_reads_prompts_from_piped_stdin(ws: Path, tmp_path: Path) -> None:
@@ -325,3 +401,27 @@ def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) 
     assert proc.returncode == 1
     assert f"cannot reach the model server at http://127.0.0.1:{port}/v1" in proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_default_session_file_is_private_and_named(ws: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with ModelServer([Reply(text=["hi"])]) as server:
+        proc = _run(
+            _argv(server, ws, "hello", "--mode", "native", "--json"), XDG_STATE_HOME=str(state)
+        )
+    assert proc.returncode == 0, proc.stderr
+    path = Path(_events(proc.stdout)[0]["path"])
+    assert path.parent == state / "codemode" / "sessions" and path.exists()
+    assert (path.parent.stat().st_mode & 0o777) == 0o700
+    # A planted symlink in its place is refused rather than followed.
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (tmp_path / "evil").mkdir()
+    (tmp_path / "evil" / "codemode").mkdir()
+    (tmp_path / "evil" / "codemode" / "sessions").symlink_to(planted)
+    with ModelServer([Reply(text=["hi"])]) as server:
+        refused = _run(
+            _argv(server, ws, "hello", "--mode", "native"), XDG_STATE_HOME=str(tmp_path / "evil")
+        )
+    assert refused.returncode == 2 and "not a directory owned by you" in refused.stderr
+    assert list(planted.iterdir()) == [] and server.requests == []
