@@ -476,3 +476,72 @@ async def test_session_usage_counts_resumed_turns(workspace: Path, tmp_path: Pat
         _, agent = await _run(host, "two", resume=True)
     assert agent.session_usage.total_tokens == 15 + 101 and agent.session_usage.requests == 2
     assert host.events[-1]["sessionUsage"]["totalTokens"] == 116
+
+
+async def test_cancelling_the_task_closes_the_stream_and_records_the_turn(
+    workspace: Path, tmp_path: Path
+) -> None:
+    with ModelServer([Hold(text=["partial"])]) as server:
+        host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
+        async with host.agent() as agent, anyio.create_task_group() as tg:
+
+            async def cancel_when_held() -> None:
+                await anyio.to_thread.run_sync(server.holding.wait)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(cancel_when_held)
+            await agent.run_turn("think")
+        await anyio.to_thread.run_sync(server.dropped.wait)
+    end = SqliteSessionLog.read(tmp_path / "s.db")[-1]
+    assert end["type"] == "agent/turn-end" and end["reason"] == "interrupted"
+
+
+async def test_turn_hooks_and_injected_messages(workspace: Path, tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def hook(agent: Agent, outcome: TurnOutcome) -> None:
+        seen.append(outcome.reason)
+        if len(seen) == 1:
+            agent.inject("[schedule] time to check the build")
+
+    with ModelServer([Reply(text=["first"]), Reply(text=["checked"])]) as server:
+        host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
+        async with host.agent() as agent:
+            agent.turn_hooks.append(hook)
+            await agent.run_turn("hello")
+            outcome = await agent.run_turn(None)
+    assert seen == ["done", "done"] and outcome.text == "checked"
+    sent = server.requests[1].messages
+    assert sent[-1] == {"role": "user", "content": "[schedule] time to check the build"}
+    stored = [e for e in SqliteSessionLog.read(tmp_path / "s.db") if e["type"] == "agent/message"]
+    assert stored[-2]["message"]["context"] is True
+    assert [
+        e["prompt"]
+        for e in SqliteSessionLog.read(tmp_path / "s.db")
+        if e["type"] == "agent/turn-start"
+    ] == ["hello", None]
+
+
+def test_the_package_imports_without_openai(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; sys.modules['openai'] = None\n"
+        "import anyio\n"
+        "from codemode.agent import ModelClient, ModelConfig, ModelError\n"
+        "async def main():\n"
+        "    try:\n"
+        "        async with ModelClient(ModelConfig('http://127.0.0.1:9/v1', 'm')):\n"
+        "            pass\n"
+        "    except ModelError as exc:\n"
+        "        print(exc.code, exc)\n"
+        "anyio.run(main)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=50
+    ).stdout
+    assert (
+        out.strip()
+        == "MODEL_NOT_INSTALLED the agent needs the openai package: pip install 'codemode[agent]'"
+    )

@@ -425,3 +425,32 @@ def test_default_session_file_is_private_and_named(ws: Path, tmp_path: Path) -> 
         )
     assert refused.returncode == 2 and "not a directory owned by you" in refused.stderr
     assert list(planted.iterdir()) == [] and server.requests == []
+
+
+def test_without_openai_the_command_says_what_to_install(ws: Path, tmp_path: Path) -> None:
+    argv = [
+        "codemode",
+        "agent",
+        "x",
+        "-w",
+        str(ws),
+        "--model",
+        "m",
+        "--session",
+        str(tmp_path / "s.db"),
+    ]
+    probe = (
+        "import sys; sys.modules['openai'] = None\n"
+        f"sys.argv = {argv!r}\n"
+        "from codemode.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=_env(OPENAI_API_KEY="k"),
+        timeout=_WAIT_S,
+    )
+    assert proc.returncode == 2
+    assert "pip install 'codemode[agent]'" in proc.stderr
