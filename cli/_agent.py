@@ -156,7 +156,9 @@ class _RichView:
                 f"{event['reason']} · {event['steps']} step(s) · {usage['totalTokens']} tokens"
                 f" (session {event['sessionUsage']['totalTokens']})"
             )
-            style = "dim" if event["reason"] in ("done", "concluded") else "yellow"
+            style = {"done": "dim", "concluded": "dim", "error": "bold red"}.get(
+                event["reason"], "yellow"
+            )
             _err.print(f"[{style}]\\[{escape(summary)}][/]")
             if event.get("note"):
                 _err.print(f"[{style}]{escape(str(event['note']))}[/]", soft_wrap=True)
@@ -282,8 +284,6 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 control.exit_signal = signal.SIGINT
                 return 130
-            if outcome.reason == "error" and not opts.as_json:
-                _err.print(f"[bold red]error:[/] {escape(outcome.note or '')}", soft_wrap=True)
             return 0 if outcome.ok else 1
         lines = _Lines(sys.stdin.fileno())
         while True:
@@ -305,8 +305,6 @@ async def _session(opts: _Options, control: _Control) -> int:
             outcome = await _turn(agent, control, line)
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
-            elif outcome.reason == "error" and not opts.as_json:
-                _err.print(f"[bold red]error:[/] {escape(outcome.note or '')}", soft_wrap=True)
     return 0  # pragma: no cover - the loop returns
 
 

@@ -346,25 +346,42 @@ def test_step_limit_fails_the_task(ws: Path, tmp_path: Path) -> None:
     assert len(server.requests) == 2
 
 
-def test_usage_errors(ws: Path, tmp_path: Path) -> None:
+def test_usage_errors(ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In process (the command's own code, no interpreter start-up per case).
+    from typer.testing import CliRunner
+
+    from codemode.cli import app
+
+    for name in [k for k in os.environ if k.startswith("CODEMODE_") or k == "OPENAI_API_KEY"]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AGENT_TEST_KEY", SECRET)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    def usage(server: ModelServer, *args: str, after: tuple[str, ...] = ()) -> str:
+        result = CliRunner().invoke(app, [*_argv(server, ws, *args)[3:], *after])
+        assert result.exit_code == 2, result.output
+        return result.stderr
+
     with ModelServer([]) as server:
-        no_key = _run([*_argv(server, ws, "x"), "--api-key-env", "NOT_SET_ANYWHERE"])
-        bad_mode = _run(_argv(server, ws, "x", "--mode", "sideways"))
-        inside = _run(_argv(server, ws, "x", "--session", str(ws / "s.db")))
-        missing = _run(_argv(server, ws, "x", "--resume", str(tmp_path / "nope.db")))
-    assert no_key.returncode == 2 and "NOT_SET_ANYWHERE is not set" in no_key.stderr
-    assert bad_mode.returncode == 2 and "--mode must be one of" in bad_mode.stderr
-    assert inside.returncode == 2 and "inside the workspace" in inside.stderr
-    assert missing.returncode == 2 and "no such session file" in missing.stderr
+        assert "NOT_SET_ANYWHERE is not set" in usage(
+            server, "x", after=("--api-key-env", "NOT_SET_ANYWHERE")
+        )
+        assert "--mode must be one of" in usage(server, "x", "--mode", "sideways")
+        assert "unknown language 'cobol'" in usage(server, "x", "--lang", "cobol")
+        assert "inside the workspace" in usage(server, "x", "--session", str(ws / "s.db"))
+        assert "no such session file" in usage(server, "x", "--resume", str(tmp_path / "nope.db"))
+        other = tmp_path / "other.db"
+        assert "name different files" in usage(
+            server, "x", "--session", str(other), "--resume", str(tmp_path / "s.db")
+        )
+        assert "must be an http(s) URL" in usage(
+            server, "x", after=("--base-url", "file:///etc/passwd")
+        )
     assert server.requests == []
-    no_model = subprocess.run(
-        [sys.executable, "-m", "codemode.cli", "agent", "x", "-w", str(ws)],
-        capture_output=True,
-        text=True,
-        env=_env(OPENAI_API_KEY="k"),
-        timeout=_WAIT_S,
+    result = CliRunner().invoke(
+        app, ["agent", "x", "-w", str(ws), "--api-key-env", "AGENT_TEST_KEY"]
     )
-    assert no_model.returncode == 2 and "pass --model NAME or set CODEMODE_MODEL" in no_model.stderr
+    assert result.exit_code == 2 and "pass --model NAME or set CODEMODE_MODEL" in result.stderr
 
 
 def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) -> None:
