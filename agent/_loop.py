@@ -129,6 +129,7 @@ class Agent:
         self.session_usage = Usage()
         self.turn_hooks: list[TurnHook] = []
         self._inbox: list[ChatMessage] = []
+        self._running = False
 
     # ------------------------------------------------------------------ session
 
@@ -179,8 +180,15 @@ class Agent:
         ``signal`` aborting stops the turn: the model stream is closed, running tool calls
         are aborted and drain, and the turn ends ``interrupted`` with the session intact.
         """
-        if signal is None:
-            signal = AbortController().signal
+        if self._running:
+            raise RuntimeError("Agent.run_turn: a turn is already running")
+        self._running = True
+        try:
+            return await self._turn(prompt, signal or AbortController().signal)
+        finally:
+            self._running = False
+
+    async def _turn(self, prompt: str | None, signal: AbortSignal) -> TurnOutcome:
         self.turn += 1
         turn = self.turn
         usage = Usage()

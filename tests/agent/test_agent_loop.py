@@ -545,3 +545,37 @@ def test_the_package_imports_without_openai(tmp_path: Path) -> None:
         out.strip()
         == "MODEL_NOT_INSTALLED the agent needs the openai package: pip install 'codemode[agent]'"
     )
+
+
+async def test_parallel_safe_siblings_overlap(workspace: Path, tmp_path: Path) -> None:
+    # Each call waits for the other to have started: run one after the other, they would
+    # never finish (the test's timeout fails it).
+    started = {"ping": anyio.Event(), "pong": anyio.Event()}
+
+    def meeting(name: str, other: str) -> Any:
+        async def execute(args: Any, ctx: Any) -> Any:
+            started[name].set()
+            await started[other].wait()
+            return f"{name} met {other}"
+
+        return define_tool(
+            name=name,
+            description=f"Meets {other}.",
+            parameters={},
+            output=ToolOutput(schema={"type": "string"}, render=lambda args, value: [text(value)]),
+            execute=execute,
+            is_concurrency_safe=lambda args: True,
+        )
+
+    rt = _native(workspace, tmp_path)
+    rt.register(meeting("ping", "pong"))
+    rt.register(meeting("pong", "ping"))
+    script = [Reply(calls=[Call("p1", "ping"), Call("p2", "pong")]), Reply(text=["met"])]
+    with ModelServer(script) as server:
+        host = Host(rt, tmp_path / "s.db", server)
+        outcome, _ = await _run(host, "meet")
+    assert outcome.reason == "done"
+    assert [t["content"] for t in _tool_messages(server.requests[1])] == [
+        "ping met pong",
+        "pong met ping",
+    ]
