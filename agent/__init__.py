@@ -21,7 +21,8 @@ The ``openai`` package is the ``agent`` extra (``pip install 'codemode[agent]'``
 package imports without it and says so when a client is opened.
 
 Running ``codemode agent`` against a real endpoint (the key is read from the environment
-variable ``--api-key-env`` names, ``OPENAI_API_KEY`` by default; never printed)::
+variable ``--api-key-env`` names, ``OPENAI_API_KEY`` by default, and never printed; with the
+default unset no key is sent, which is what local servers expect)::
 
     # OpenAI
     codemode agent "summarise README.md" -w . --model gpt-4.1-mini
@@ -29,13 +30,13 @@ variable ``--api-key-env`` names, ``OPENAI_API_KEY`` by default; never printed):
     DEEPSEEK_API_KEY=... codemode agent -w . --base-url https://api.deepseek.com/v1 \\
         --model deepseek-chat --api-key-env DEEPSEEK_API_KEY
     # vLLM (vllm serve MODEL --enable-auto-tool-choice --tool-call-parser hermes)
-    OPENAI_API_KEY=none codemode agent -w . --base-url http://localhost:8000/v1 \\
+    codemode agent -w . --base-url http://localhost:8000/v1 \\
         --model Qwen/Qwen2.5-7B-Instruct
     # Ollama
-    OPENAI_API_KEY=ollama codemode agent -w . --base-url http://localhost:11434/v1 \\
+    codemode agent -w . --base-url http://localhost:11434/v1 \\
         --model qwen2.5-coder:7b
     # LM Studio
-    OPENAI_API_KEY=lm-studio codemode agent -w . --base-url http://localhost:1234/v1 \\
+    codemode agent -w . --base-url http://localhost:1234/v1 \\
         --model qwen2.5-7b-instruct
 
 ``CODEMODE_BASE_URL`` and ``CODEMODE_MODEL`` are the environment fallbacks of

@@ -227,7 +227,8 @@ class ModelClient:
             raise ModelError("MODEL_NOT_INSTALLED", INSTALL_HINT) from None
         self._client = openai.AsyncOpenAI(
             base_url=self.config.base_url,
-            api_key=self._api_key or "unset",
+            # The SDK insists on a key; keyless local servers ignore this placeholder.
+            api_key=self._api_key or "no-key",
             max_retries=0,
             timeout=self.config.request_timeout,
         )

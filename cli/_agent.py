@@ -417,11 +417,14 @@ def agent_command(
         str | None, typer.Option("--model", metavar="NAME", help="Model name (env CODEMODE_MODEL).")
     ] = None,
     api_key_env: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--api-key-env", metavar="NAME", help="Environment variable holding the API key."
+            "--api-key-env",
+            metavar="NAME",
+            help="Environment variable holding the API key (default OPENAI_API_KEY; when "
+            "that is unset, no key is sent, as local servers need none).",
         ),
-    ] = "OPENAI_API_KEY",
+    ] = None,
     max_steps: Annotated[
         int, typer.Option("--max-steps", min=1, metavar="N", help="Model requests per turn.")
     ] = 50,
@@ -460,13 +463,15 @@ def agent_command(
     name = model or os.environ.get("CODEMODE_MODEL")
     if not name:
         raise _usage("no model named: pass --model NAME or set CODEMODE_MODEL")
-    key = os.environ.get(api_key_env)
-    if key is None:
+    key_name = api_key_env or "OPENAI_API_KEY"
+    key = os.environ.get(key_name)
+    if key is None and api_key_env is not None:
+        # Named on purpose: a missing variable is a mistake, not a keyless server.
         raise _usage(
             f"environment variable {api_key_env} is not set: it holds the model server's API "
-            "key (name another one with --api-key-env; for a server without keys, set it to "
-            "any value)"
+            "key (for a server without keys, leave --api-key-env out)"
         )
+    key_source = f"the key in ${key_name}" if key is not None else f"${key_name} (not set)"
     try:
         import openai  # noqa: F401
     except ImportError:
@@ -487,8 +492,8 @@ def agent_command(
         mode=mode,
         language=LANGUAGE_ALIASES[lang],
         config=ModelConfig(base_url=url, model=name, retry=RetryPolicy(max_retries=max_retries)),
-        api_key=key,
-        key_source=f"the key in ${api_key_env}",
+        api_key=key or "",
+        key_source=key_source,
         max_steps=max_steps,
         session=path,
         resume=resume is not None,

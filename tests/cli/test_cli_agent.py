@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from codemode.engine import SqliteSessionLog
-from tests.agent.model_server import Call, Hold, ModelServer, Reply
+from tests.agent.model_server import Call, Hold, ModelServer, Reply, Status
 
 SECRET = "sk-cli-secret-4242"
 # A guard against a hung child, not a measurement.
@@ -382,6 +382,21 @@ def test_usage_errors(ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         app, ["agent", "x", "-w", str(ws), "--api-key-env", "AGENT_TEST_KEY"]
     )
     assert result.exit_code == 2 and "pass --model NAME or set CODEMODE_MODEL" in result.stderr
+
+
+def test_no_key_needed_for_a_keyless_server_and_a_401_names_the_variable(
+    ws: Path, tmp_path: Path
+) -> None:
+    argv = [sys.executable, "-m", "codemode.cli", "agent", "hi", "-w", str(ws), "--mode", "native"]
+    with ModelServer([Reply(text=["hello"]), Status(401, message="no key")]) as server:
+        env = {"CODEMODE_BASE_URL": server.base_url, "CODEMODE_MODEL": "local"}
+        ok = _run([*argv, "--session", str(tmp_path / "a.db")], **env)
+        refused = _run([*argv, "--session", str(tmp_path / "b.db")], **env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "hello"
+    assert server.requests[0].body["model"] == "local"
+    assert refused.returncode == 1
+    assert "refused the API key (HTTP 401); check $OPENAI_API_KEY (not set)" in refused.stderr
 
 
 def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) -> None:
