@@ -22,7 +22,7 @@ package imports without it and says so when a client is opened.
 
 Running ``codemode agent`` against a real endpoint (the key is read from the environment
 variable ``--api-key-env`` names, ``OPENAI_API_KEY`` by default, and never printed; with the
-default unset no key is sent, which is what local servers expect)::
+default unset a placeholder key is sent, which keyless local servers ignore)::
 
     # OpenAI
     codemode agent "summarise README.md" -w . --model gpt-4.1-mini

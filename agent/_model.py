@@ -178,7 +178,15 @@ class _Assembly:
         self.calls: dict[int, dict[str, str]] = {}
 
     def feed(self, delta: Any) -> None:
-        index = int(getattr(delta, "index", 0) or 0)
+        raw_index = getattr(delta, "index", None)
+        if isinstance(raw_index, int):
+            index = raw_index
+        else:
+            # A server that omits ``index``: a new id opens a new call, else the last one.
+            last = max(self.calls, default=-1)
+            new_id = getattr(delta, "id", None)
+            opens = last < 0 or (new_id and self.calls[last]["id"] not in ("", new_id))
+            index = last + 1 if opens else last
         slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
         if getattr(delta, "id", None):
             slot["id"] = str(delta.id)

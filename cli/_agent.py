@@ -422,7 +422,7 @@ def agent_command(
             "--api-key-env",
             metavar="NAME",
             help="Environment variable holding the API key (default OPENAI_API_KEY; when "
-            "that is unset, no key is sent, as local servers need none).",
+            "that is unset, a placeholder is sent: local servers need no key).",
         ),
     ] = None,
     max_steps: Annotated[

@@ -579,3 +579,22 @@ async def test_parallel_safe_siblings_overlap(workspace: Path, tmp_path: Path) -
         "ping met pong",
         "pong met ping",
     ]
+
+
+def test_tool_call_deltas_without_index_split_on_a_new_id() -> None:
+    from types import SimpleNamespace as NS
+
+    from codemode.agent._model import _Assembly
+
+    parts = _Assembly()
+    for delta in [
+        NS(index=None, id="a", function=NS(name="read", arguments='{"x"')),
+        NS(index=None, id=None, function=NS(name=None, arguments=": 1}")),
+        NS(index=None, id="b", function=NS(name="glob", arguments="{}")),
+    ]:
+        parts.feed(delta)
+    calls = parts.result("1")
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("a", "read", '{"x": 1}'),
+        ("b", "glob", "{}"),
+    ]
