@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from codemode.agent import (
+    BASE_PROMPT,
     Agent,
     AgentEvent,
     ModelClient,
@@ -151,7 +152,7 @@ async def test_native_multi_step_reads_and_writes(workspace: Path, tmp_path: Pat
     assert first.headers["authorization"] == "Bearer sk-test-secret"
     names = {t["function"]["name"] for t in first.body["tools"]}
     assert {"read", "write", "edit", "bash", "boom"} <= names and "run_code" not in names
-    assert first.messages[0]["role"] == "system"
+    assert first.messages[0] == {"role": "system", "content": BASE_PROMPT}
     assert first.messages[1] == {"role": "user", "content": "uppercase the first line"}
     read_result = _tool_messages(second)[0]
     assert read_result["tool_call_id"] == "c1" and "alpha" in read_result["content"]
@@ -254,8 +255,11 @@ async def test_code_mode_runs_a_python_program(workspace: Path, tmp_path: Path) 
     assert outcome.reason == "done", outcome
     first = server.requests[0]
     assert [t["function"]["name"] for t in first.body["tools"]] == ["run_code"]
-    system = first.messages[0]["content"]
-    assert "def read(" in system or "read(" in system
+    sections = rt.system_prompt_sections()
+    assert sections["tools:code-only"] and "read" in sections["tools:sdk"]
+    assert first.messages[0]["content"] == "\n\n".join(
+        [BASE_PROMPT, sections["tools:code-only"], sections["tools:sdk"]]
+    )
     result = _tool_messages(server.requests[1])[0]["content"]
     assert "Error" not in result, result
     assert (workspace / "kind.txt").read_text() == "dict"  # the read value, canonical

@@ -486,3 +486,33 @@ def test_without_openai_the_command_says_what_to_install(ws: Path, tmp_path: Pat
     )
     assert proc.returncode == 2
     assert "pip install 'codemode[agent]'" in proc.stderr
+
+
+def test_both_mode_native_call_then_a_python_program(ws: Path, tmp_path: Path) -> None:
+    program = (
+        'seen = await tools.glob({"pattern": "*.txt"})\n'
+        'await tools.write({"file_path": "both.txt", "content": "from python"})\n'
+        "return seen\n"
+    )
+    script = [
+        Reply(calls=[Call("b1", "read", ['{"file_path": "notes.txt"}'])]),
+        Reply(calls=[Call("b2", "run_code", [json.dumps({"code": program, "description": "py"})])]),
+        Reply(text=["both worked"]),
+    ]
+    with ModelServer(script) as server:
+        proc = _run(
+            _argv(
+                server, ws, "mix", "--mode", "both", "--json", "--session", str(tmp_path / "s.db")
+            )
+        )
+    assert proc.returncode == 0, proc.stderr
+    names = {t["function"]["name"] for t in server.requests[0].body["tools"]}
+    assert {"run_code", "read", "write", "glob"} <= names
+    assert (
+        "def read" in server.requests[0].messages[0]["content"]
+        or "read(" in server.requests[0].messages[0]["content"]
+    )
+    results = [e for e in _events(proc.stdout) if e["type"] == "tool-result"]
+    assert [(r["name"], r["isError"]) for r in results] == [("read", False), ("run_code", False)]
+    assert "notes.txt" in results[1]["content"]
+    assert (ws / "both.txt").read_text() == "from python"
