@@ -15,6 +15,7 @@ registry changes between steps reach the model.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -198,16 +199,23 @@ class Agent:
         self.messages = repair(self.messages)
         if prompt is not None:
             await self._add(ChatMessage(role="user", content=prompt), 0)
-        outcome: TurnOutcome | None = None
         try:
             outcome = await self._steps(turn, usage, signal)
-        finally:
-            if outcome is None:
-                # Cancelled from outside (not through ``signal``): record the end anyway.
-                with anyio.CancelScope(shield=True):
-                    await self._end(
-                        TurnOutcome(turn, "interrupted", "", 0, usage), record_only=True
-                    )
+        except BaseException as exc:
+            # Cancelled from outside (not through ``signal``), or a host failure (the
+            # session log refused an event): record the end anyway, then re-raise.
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            ended = TurnOutcome(
+                turn,
+                "interrupted" if cancelled else "error",
+                "",
+                0,
+                usage,
+                note=None if cancelled else f"{type(exc).__name__}: {exc}",
+            )
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._end(ended, record_only=True)
+            raise
         await self._end(outcome)
         for hook in list(self.turn_hooks):
             await hook(self, outcome)
