@@ -2,4 +2,86 @@
 
 Built only on the public API of ``codemode.engine``, ``codemode.sandbox`` and
 ``codemode.tools``, the way any embedder would use them.
+
+Layout: ``_model`` (``ModelClient``: streamed OpenAI-compatible Chat Completions through
+the official ``openai`` SDK, tool-call deltas assembled by index, usage, our own retry
+policy, cancellation), ``_loop`` (``Agent``: the turn loop over a ``ToolRuntime`` in
+native, code or both mode, with deferred contexts, ``concludeTurn``, a step limit and an
+abort signal), ``_session`` (the ``agent/*`` events in the ``SessionLog`` and rebuilding a
+conversation from them for ``--resume``).
+
+Embedding::
+
+    async with ModelClient(ModelConfig(base_url, model), api_key=key) as client:
+        agent = Agent(runtime, runtime.scope("agent", session=SqliteSessionLog(path)), client)
+        agent.resume()                      # continue what the file holds (optional)
+        outcome = await agent.run_turn("fix the failing test", signal=controller.signal)
+
+The ``openai`` package is the ``agent`` extra (``pip install 'codemode[agent]'``); this
+package imports without it and says so when a client is opened.
+
+Running ``codemode agent`` against a real endpoint (the key is read from the environment
+variable ``--api-key-env`` names, ``OPENAI_API_KEY`` by default, and never printed; with the
+default unset a placeholder key is sent, which keyless local servers ignore)::
+
+    # OpenAI
+    codemode agent "summarise README.md" -w . --model gpt-4.1-mini
+    # DeepSeek
+    DEEPSEEK_API_KEY=... codemode agent -w . --base-url https://api.deepseek.com/v1 \\
+        --model deepseek-chat --api-key-env DEEPSEEK_API_KEY
+    # vLLM (vllm serve MODEL --enable-auto-tool-choice --tool-call-parser hermes)
+    codemode agent -w . --base-url http://localhost:8000/v1 \\
+        --model Qwen/Qwen2.5-7B-Instruct
+    # Ollama
+    codemode agent -w . --base-url http://localhost:11434/v1 \\
+        --model qwen2.5-coder:7b
+    # LM Studio
+    codemode agent -w . --base-url http://localhost:1234/v1 \\
+        --model qwen2.5-7b-instruct
+
+``CODEMODE_BASE_URL`` and ``CODEMODE_MODEL`` are the environment fallbacks of
+``--base-url`` and ``--model``; ``--mode code`` gives the model only ``run_code`` and the
+SDK in its system prompt.
 """
+
+from __future__ import annotations
+
+from ._loop import BASE_PROMPT as BASE_PROMPT
+from ._loop import Agent as Agent
+from ._loop import AgentEvent as AgentEvent
+from ._loop import TurnHook as TurnHook
+from ._loop import TurnOutcome as TurnOutcome
+from ._loop import chat_tool as chat_tool
+from ._loop import content_text as content_text
+from ._model import INSTALL_HINT as INSTALL_HINT
+from ._model import ChatMessage as ChatMessage
+from ._model import ModelClient as ModelClient
+from ._model import ModelConfig as ModelConfig
+from ._model import ModelError as ModelError
+from ._model import ModelReply as ModelReply
+from ._model import ModelToolCallRequest as ModelToolCallRequest
+from ._model import RetryPolicy as RetryPolicy
+from ._model import Usage as Usage
+from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
+from ._session import load_conversation as load_conversation
+
+__all__ = [
+    "BASE_PROMPT",
+    "INSTALL_HINT",
+    "INTERRUPTED_TOOL_TEXT",
+    "Agent",
+    "AgentEvent",
+    "ChatMessage",
+    "ModelClient",
+    "ModelConfig",
+    "ModelError",
+    "ModelReply",
+    "ModelToolCallRequest",
+    "RetryPolicy",
+    "TurnHook",
+    "TurnOutcome",
+    "Usage",
+    "chat_tool",
+    "content_text",
+    "load_conversation",
+]

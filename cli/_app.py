@@ -1,4 +1,4 @@
-"""``codemode`` subcommands: run, sdk, tools, log, bench.
+"""``codemode`` subcommands: run, sdk, tools, log, bench, agent.
 
 Exit codes: ``0`` success, ``1`` the program failed, ``2`` usage error, ``130`` interrupted
 (SIGINT, Ctrl-C), ``143`` terminated (SIGTERM), ``129`` hung up (SIGHUP). Each of these
@@ -30,6 +30,7 @@ from codemode.engine import AbortController, SqliteSessionLog, ToolExecutionInpu
 from codemode.engine.json import thaw
 from codemode.sandbox import Limits
 
+from ._agent import agent_command
 from ._catalog import catalog_entries, render_table
 from ._compose import (
     CLI_LIMITS,
@@ -459,6 +460,7 @@ def list_tools(
 
 
 app.command("log", short_help="Print a session file's tool calls as cards.")(log_command)
+app.command("agent", short_help="Run a model agent over the built-in tools.")(agent_command)
 app.command("serve-mcp", short_help="Serve code mode over MCP in front of MCP servers.")(
     serve_mcp_command
 )

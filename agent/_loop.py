@@ -1,0 +1,347 @@
+"""The agent loop: model steps and tool steps until the model answers without tools.
+
+A turn starts with the user's prompt (and any injected messages), then repeats: ask the
+model (streamed) with the runtime's tool schemas; if it asked for tools, run them through
+``run_tool_calls`` (parallel-safe siblings overlap), append one ``tool`` message per call
+in model order, then the calls' deferred contexts as user messages; stop when the model
+answers without tools (``done``), when a result concludes the turn (``concluded``), at the
+step limit (``max_steps``), when the turn's abort signal fires (``interrupted``) or when
+the model cannot be asked (``error``). Every message is persisted (see ``_session``).
+
+The system prompt is rebuilt for every request from the base prompt and the runtime's
+live ``system_prompt_sections`` (``tools:code-only`` and ``tools:sdk`` in code modes), so
+registry changes between steps reach the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import anyio
+import msgspec
+
+from codemode.engine import AbortController, AbortSignal, Scope, ToolRuntime
+from codemode.engine.json import thaw
+from codemode.engine.scheduling import ModelToolCall, run_tool_calls
+
+from ._model import ChatMessage, ModelClient, ModelError, Usage
+from ._session import load_conversation, message_event, recorded_usage, repair
+
+__all__ = ["BASE_PROMPT", "Agent", "AgentEvent", "TurnHook", "TurnOutcome", "content_text"]
+
+BASE_PROMPT = (
+    "You are a careful software agent working in the user's workspace through tools. "
+    "Use the tools to inspect and change files instead of guessing; keep going until the "
+    "task is done, then answer briefly with what you did. If a tool fails, read its error "
+    "and adapt."
+)
+
+#: A UI/stream event: ``{"type": ..., ...}`` (see ``Agent``).
+AgentEvent = dict[str, Any]
+TurnReason = Literal["done", "concluded", "max_steps", "interrupted", "error"]
+
+
+class TurnOutcome(msgspec.Struct, frozen=True):
+    """How a turn ended: ``reason``, the last assistant text, steps taken, the turn's usage
+    and, for ``error``/``max_steps``, a note saying why."""
+
+    turn: int
+    reason: TurnReason
+    text: str
+    steps: int
+    usage: Usage
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the task ran to its end (``done`` or ``concluded``)."""
+        return self.reason in ("done", "concluded")
+
+
+#: Called after every turn (``await hook(agent, outcome)``): the seam for goal rounds and
+#: schedule delivery, which may ``inject`` messages and start another turn.
+TurnHook = Callable[["Agent", TurnOutcome], Awaitable[None]]
+
+
+def content_text(blocks: Any) -> str:
+    """The text of content blocks (a string passes through; non-text blocks are named)."""
+    if isinstance(blocks, str):
+        return blocks
+    parts: list[str] = []
+    for block in blocks or ():
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, Mapping):
+            parts.append(f"[{block.get('type')} content]")
+    return "\n".join(parts)
+
+
+def chat_tool(schema: Any) -> dict[str, Any]:
+    """A ``ToolSchema`` as a Chat Completions ``tools`` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": schema.name,
+            "description": schema.description,
+            "parameters": thaw(schema.parameters),
+        },
+    }
+
+
+class Agent:
+    """A conversation with a model over a ``ToolRuntime``, persisted in ``scope.session``.
+
+    ``on_event`` receives, in order: ``turn-start {turn}``, ``text {delta}``,
+    ``tool-call {id, name, arguments}`` (before the step's calls run), ``tool-result {id,
+    name, isError, content}``, ``step-events {events}`` (the step's session events, with
+    presentation cards), ``context {content}`` and ``turn-end {turn, reason, steps, text, usage,
+    sessionUsage, note?}`` (``sessionUsage``: every turn of the session, resumed ones too). ``max_steps`` bounds the model requests of one turn.
+    """
+
+    def __init__(
+        self,
+        runtime: ToolRuntime,
+        scope: Scope,
+        client: ModelClient,
+        *,
+        system_prompt: str = BASE_PROMPT,
+        max_steps: int = 50,
+        max_parallel: int = 10,
+        on_event: Callable[[AgentEvent], None] | None = None,
+    ) -> None:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError("Agent(max_steps=...) must be a positive integer")
+        if scope.session is None:
+            raise ValueError(
+                "Agent needs a scope with a session log (runtime.scope(..., session=...))"
+            )
+        self.runtime = runtime
+        self.scope = scope
+        self.client = client
+        self.system_prompt = system_prompt
+        self.max_steps = max_steps
+        self.max_parallel = max_parallel
+        self.on_event = on_event
+        self.messages: list[ChatMessage] = []
+        self.turn = 0
+        # Every turn's usage, including the turns a resumed file already holds.
+        self.session_usage = Usage()
+        self.turn_hooks: list[TurnHook] = []
+        self._inbox: list[ChatMessage] = []
+        self._running = False
+
+    # ------------------------------------------------------------------ session
+
+    def resume(self) -> int:
+        """Load the conversation already in the session log; returns its message count."""
+        events = self._log.events
+        self.messages, self.turn = load_conversation(events)
+        self.session_usage = recorded_usage(events)
+        return len(self.messages)
+
+    @property
+    def _log(self) -> Any:
+        return self.scope.session
+
+    def inject(self, text: str, *, context: bool = True) -> None:
+        """Queue a user message for the next model request (``context``: not the user's
+        own words, e.g. a schedule firing)."""
+        self._inbox.append(ChatMessage(role="user", content=text, context=context))
+
+    def system_message(self) -> ChatMessage:
+        """The system prompt for the next request, from the live prompt sections."""
+        sections = self.runtime.system_prompt_sections(self.scope)
+        parts = [self.system_prompt]
+        for key in ("tools:code-only", "tools:sdk"):
+            if sections.get(key):
+                parts.append(sections[key])
+        return ChatMessage(role="system", content="\n\n".join(parts))
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` list of the next request."""
+        return [chat_tool(s) for s in self.runtime.schemas(self.scope)]
+
+    # --------------------------------------------------------------------- loop
+
+    def _emit(self, event: AgentEvent) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    async def _add(self, message: ChatMessage, step: int) -> None:
+        self.messages.append(message)
+        await self._log.append(message_event(message, turn=self.turn, step=step))
+
+    async def run_turn(
+        self, prompt: str | None, *, signal: AbortSignal | None = None
+    ) -> TurnOutcome:
+        """Run one turn: ``prompt`` (``None``: only the injected messages) to its end.
+
+        ``signal`` aborting stops the turn: the model stream is closed, running tool calls
+        are aborted and drain, and the turn ends ``interrupted`` with the session intact.
+        """
+        if self._running:
+            raise RuntimeError("Agent.run_turn: a turn is already running")
+        self._running = True
+        try:
+            return await self._turn(prompt, signal or AbortController().signal)
+        finally:
+            self._running = False
+
+    async def _turn(self, prompt: str | None, signal: AbortSignal) -> TurnOutcome:
+        self.turn += 1
+        turn = self.turn
+        usage = Usage()
+        await self._log.append({"type": "agent/turn-start", "turn": turn, "prompt": prompt})
+        self._emit({"type": "turn-start", "turn": turn})
+        # Whatever a previous, interrupted turn left unanswered is answered first.
+        self.messages = repair(self.messages)
+        if prompt is not None:
+            await self._add(ChatMessage(role="user", content=prompt), 0)
+        try:
+            outcome = await self._steps(turn, usage, signal)
+        except BaseException as exc:
+            # Cancelled from outside (not through ``signal``), or a host failure (the
+            # session log refused an event): record the end anyway, then re-raise.
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            ended = TurnOutcome(
+                turn,
+                "interrupted" if cancelled else "error",
+                "",
+                0,
+                usage,
+                note=None if cancelled else f"{type(exc).__name__}: {exc}",
+            )
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._end(ended, record_only=True)
+            raise
+        await self._end(outcome)
+        for hook in list(self.turn_hooks):
+            await hook(self, outcome)
+        return outcome
+
+    async def _end(self, outcome: TurnOutcome, *, record_only: bool = False) -> None:
+        event: dict[str, Any] = {
+            "type": "agent/turn-end",
+            "turn": outcome.turn,
+            "reason": outcome.reason,
+            "steps": outcome.steps,
+            "usage": outcome.usage.to_json(),
+        }
+        if outcome.note is not None:
+            event["note"] = outcome.note
+        await self._log.append(event)
+        self.session_usage.add(outcome.usage)
+        if not record_only:
+            self._emit(
+                {
+                    "type": "turn-end",
+                    "turn": outcome.turn,
+                    "reason": outcome.reason,
+                    "steps": outcome.steps,
+                    "text": outcome.text,
+                    "usage": outcome.usage.to_json(),
+                    "sessionUsage": self.session_usage.to_json(),
+                    **({"note": outcome.note} if outcome.note is not None else {}),
+                }
+            )
+
+    async def _ask(
+        self, signal: AbortSignal, usage: Usage, step: int
+    ) -> tuple[ChatMessage | None, str]:
+        """One model request; ``(None, partial text)`` when ``signal`` stopped it."""
+        partial: list[str] = []
+
+        def on_text(delta: str) -> None:
+            partial.append(delta)
+            self._emit({"type": "text", "delta": delta})
+
+        wire = [self.system_message(), *self.messages]
+        tools = self.tools()
+        with anyio.CancelScope() as scope:
+            dispose = signal.add_listener(lambda _s: scope.cancel())
+            try:
+                if signal.aborted:
+                    scope.cancel()
+                reply = await self.client.complete(wire, tools, on_text=on_text)
+            finally:
+                dispose()
+        if scope.cancelled_caught or signal.aborted:
+            return None, "".join(partial)
+        usage.add(reply.usage)
+        return reply.message, "".join(partial)
+
+    async def _steps(self, turn: int, usage: Usage, signal: AbortSignal) -> TurnOutcome:
+        text = ""
+        for step in range(1, self.max_steps + 1):
+            for message in self._inbox:
+                await self._add(message, step)
+            self._inbox.clear()
+            try:
+                reply, partial = await self._ask(signal, usage, step)
+            except ModelError as exc:
+                return TurnOutcome(turn, "error", text, step - 1, usage, note=str(exc))
+            if reply is None:
+                if partial:
+                    await self._add(ChatMessage(role="assistant", content=partial), step)
+                return TurnOutcome(turn, "interrupted", partial, step - 1, usage)
+            await self._add(reply, step)
+            text = reply.content or ""
+            if not reply.tool_calls:
+                return TurnOutcome(turn, "done", text, step, usage)
+            concluded = await self._run_tools(reply, turn, step, signal)
+            if signal.aborted:
+                return TurnOutcome(turn, "interrupted", text, step, usage)
+            if concluded:
+                return TurnOutcome(turn, "concluded", text, step, usage)
+        note = (
+            f"stopped after {self.max_steps} model steps (the step limit) before the task "
+            "was finished; raise --max-steps or continue the session"
+        )
+        return TurnOutcome(turn, "max_steps", text, self.max_steps, usage, note=note)
+
+    async def _run_tools(
+        self, reply: ChatMessage, turn: int, step: int, signal: AbortSignal
+    ) -> bool:
+        calls = [ModelToolCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
+        for c in calls:
+            self._emit(
+                {"type": "tool-call", "id": c.call_id, "name": c.name, "arguments": c.arguments}
+            )
+        before = len(self._log.events)
+        results = await run_tool_calls(
+            self.runtime,
+            calls,
+            agent=self.scope,
+            signal=signal,
+            turn=turn,
+            step=step,
+            max_parallel=self.max_parallel,
+        )
+        self._emit({"type": "step-events", "events": [thaw(e) for e in self._log.events[before:]]})
+        contexts: list[ChatMessage] = []
+        concluded = False
+        for call, result in zip(calls, results, strict=True):
+            body = content_text(result.content)
+            await self._add(ChatMessage(role="tool", content=body, tool_call_id=call.call_id), step)
+            self._emit(
+                {
+                    "type": "tool-result",
+                    "id": call.call_id,
+                    "name": call.name,
+                    "isError": result.is_error,
+                    "content": body,
+                }
+            )
+            for extra in result.additional_contexts:
+                contexts.append(
+                    ChatMessage(
+                        role="user", content=content_text(extra.get("content")), context=True
+                    )
+                )
+            concluded = concluded or (not result.is_error and result.concludes_turn)
+        for message in contexts:
+            await self._add(message, step)
+            self._emit({"type": "context", "content": message.content})
+        return concluded

@@ -1,0 +1,233 @@
+"""A scripted model server on loopback speaking the Chat Completions wire protocol.
+
+A real HTTP server (``http.server`` in a thread, so both in-process async tests and CLI
+subprocesses can reach it) answers ``POST /v1/chat/completions`` from a script: each
+request takes the next entry, one of
+
+* ``Reply(text=[...], calls=[Call(...)])``: a streamed answer as SSE ``data: {...}``
+  chunks: the text pieces, then the tool calls' deltas (ids and names first, argument
+  pieces interleaved across parallel calls, each with its ``index``), a finish chunk, a
+  usage chunk (``stream_options.include_usage``) and ``data: [DONE]``;
+* ``Status(code, retry_after=...)``: an HTTP error with a JSON error body;
+* ``Hold(text=[...])``: streams the text pieces, then holds the stream open until the
+  client goes away (then ``dropped`` is set) or ``release()`` (``holding`` is set once it
+  holds).
+
+Every request is recorded (``requests``: the JSON body and the headers), so tests assert
+what the model was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call of a scripted reply; ``arguments`` pieces are sent as separate deltas."""
+
+    id: str
+    name: str
+    arguments: Sequence[str] = ("{}",)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A streamed assistant answer."""
+
+    text: Sequence[str] = ()
+    calls: Sequence[Call] = ()
+    usage: tuple[int, int] = (10, 5)
+
+
+@dataclass(frozen=True)
+class Status:
+    """An HTTP error answer."""
+
+    code: int
+    retry_after: str | None = None
+    message: str = "scripted failure"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Stream ``text`` then hold the response open."""
+
+    text: Sequence[str] = ("working",)
+
+
+@dataclass
+class Recorded:
+    """One request the server got."""
+
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The ``messages`` the client sent."""
+        return list(self.body.get("messages") or [])
+
+
+Entry = Reply | Status | Hold
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _reply_chunks(reply: Reply) -> Iterator[dict[str, Any]]:
+    yield _chunk({"role": "assistant", "content": ""})
+    for piece in reply.text:
+        yield _chunk({"content": piece})
+    for index, call in enumerate(reply.calls):
+        yield _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+    # Argument pieces round-robin across the calls: parallel calls' deltas interleave.
+    longest = max((len(c.arguments) for c in reply.calls), default=0)
+    for k in range(longest):
+        for index, call in enumerate(reply.calls):
+            if k < len(call.arguments):
+                yield _chunk(
+                    {"tool_calls": [{"index": index, "function": {"arguments": call.arguments[k]}}]}
+                )
+    yield _chunk({}, "tool_calls" if reply.calls else "stop")
+    prompt, completion = reply.usage
+    yield {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "scripted",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+class ModelServer:
+    """``with ModelServer(script) as server:`` serves on ``server.base_url``."""
+
+    def __init__(self, script: Sequence[Entry]) -> None:
+        self.script = list(script)
+        self.requests: list[Recorded] = []
+        self.holding = threading.Event()
+        # Set when a held stream found its client gone (the client closed the response).
+        self.dropped = threading.Event()
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with outer._lock:
+                    outer.requests.append(
+                        Recorded(body, {k.lower(): v for k, v in self.headers.items()})
+                    )
+                    entry = outer.script.pop(0) if outer.script else None
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._error(404, "no such route")
+                elif entry is None:
+                    self._error(400, "the script has no more replies")
+                elif isinstance(entry, Status):
+                    self._error(entry.code, entry.message, entry.retry_after)
+                elif isinstance(entry, Hold):
+                    self._hold(entry)
+                else:
+                    self._stream(_reply_chunks(entry))
+
+            def _error(self, code: int, message: str, retry_after: str | None = None) -> None:
+                payload = json.dumps({"error": {"message": message, "type": "scripted"}}).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _start_stream(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+
+            def _send(self, data: str) -> None:
+                self.wfile.write(f"data: {data}\n\n".encode())
+                self.wfile.flush()
+
+            def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+                self._start_stream()
+                for chunk in chunks:
+                    self._send(json.dumps(chunk))
+                self._send("[DONE]")
+
+            def _hold(self, entry: Hold) -> None:
+                self._start_stream()
+                self._send(json.dumps(_chunk({"role": "assistant", "content": ""})))
+                for piece in entry.text:
+                    self._send(json.dumps(_chunk({"content": piece})))
+                outer.holding.set()
+                # Until released; a keep-alive comment every 50 ms notices a closed client.
+                try:
+                    while not outer._release.wait(0.05):
+                        self.wfile.write(b": keep-alive\n\n")
+                        self.wfile.flush()
+                except OSError:
+                    outer.dropped.set()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The ``/v1`` root to give the client."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def release(self) -> None:
+        """End every held stream (the handler returns without finishing the answer)."""
+        self._release.set()
+
+    def __enter__(self) -> ModelServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
