@@ -26,6 +26,7 @@ PACKAGES = [
     "codemode.tools.skills",
     "codemode.tools.terminal",
     "codemode.tools.web",
+    "codemode.agent",
 ]
 
 # The engine's documented public surface: embedders and the README build on these names,
