@@ -66,12 +66,12 @@ from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
 from ._session import load_conversation as load_conversation
 
 __all__ = [
-    "BASE_PROMPT",
-    "INSTALL_HINT",
-    "INTERRUPTED_TOOL_TEXT",
     "Agent",
     "AgentEvent",
+    "BASE_PROMPT",
     "ChatMessage",
+    "INSTALL_HINT",
+    "INTERRUPTED_TOOL_TEXT",
     "ModelClient",
     "ModelConfig",
     "ModelError",
