@@ -861,3 +861,20 @@ def test_policy_and_config_from_env() -> None:
     assert cfg.policy.allow_private and isinstance(cfg.provider, SearxngProvider)
     with pytest.raises(ValueError, match="max_response_bytes"):
         WebConfig(max_response_bytes=0)
+
+
+def test_the_http_and_html_libraries_load_only_when_used() -> None:
+    # Every host that builds the tools imports codemode.tools; httpx (with its CLI's click and
+    # rich) and BeautifulSoup/markdownify cost ~200 ms of imports, paid only by a fetch.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, codemode.tools, codemode.tools.web\n"
+        "codemode.tools.default_tools('.')\n"
+        "print(sorted(m for m in ('httpx', 'bs4', 'markdownify') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"

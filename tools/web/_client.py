@@ -20,9 +20,10 @@ import ssl
 import zlib
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 from .._errors import WebError
 from ._policy import Destination, DestinationPolicy, check_url, resolve_destination
@@ -222,6 +223,8 @@ class _Decompressor:
 
 @cache
 def _tls_context() -> ssl.SSLContext:
+    import httpx  # lazy: httpx's import pulls in its CLI (click, rich), ~100 ms
+
     # One verifying context for every hop (building one loads the CA bundle); the server
     # name each connection verifies is passed per connection (SNI), not stored here.
     return httpx.create_ssl_context()
@@ -263,6 +266,8 @@ async def _hop(
     tls: ssl.SSLContext,
 ) -> tuple[int, str | None, FetchResult | None]:
     """One request: ``(status, location, None)`` for a redirect, else the result."""
+    import httpx  # lazy: httpx's import pulls in its CLI (click, rich), ~100 ms
+
     url = dest.url
     headers = {
         "Host": _host_header(url),
@@ -339,6 +344,8 @@ async def fetch(
     the server name checked is always the URL's host. The caller bounds the total time
     (``anyio.fail_after``/``move_on_after``).
     """
+    import httpx  # lazy: httpx's import pulls in its CLI (click, rich), ~100 ms
+
     tls = tls_context if tls_context is not None else _tls_context()
     url = check_url(raw_url)
     for _hop_index in range(max_redirects + 1):

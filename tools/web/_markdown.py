@@ -12,11 +12,12 @@ iteratively, before any recursive code sees the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from bs4 import BeautifulSoup, Tag
-from markdownify import MarkdownConverter
+from typing import TYPE_CHECKING
 
 from .._text import utf16_head, utf16_len
+
+if TYPE_CHECKING:
+    from bs4 import Tag
 
 __all__ = ["Converted", "html_to_markdown", "nesting_depth"]
 
@@ -34,6 +35,8 @@ class Converted:
 
 def nesting_depth(soup: Tag) -> int:
     """The deepest element nesting under ``soup`` (iterative: no recursion limit)."""
+    from bs4 import Tag
+
     deepest = 0
     stack: list[tuple[Tag, int]] = [(soup, 0)]
     while stack:
@@ -47,6 +50,11 @@ def html_to_markdown(
     html: str, *, max_source_chars: int = 200_000, max_depth: int = 512
 ) -> Converted:
     """Convert ``html`` (cut at ``max_source_chars``) to Markdown; see the module docstring."""
+    # Imported here: BeautifulSoup and markdownify cost ~100 ms to import, paid only by a
+    # fetch that renders HTML, not by every process that builds the tools.
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
     source_cut = len(html) > max_source_chars or utf16_len(html) > max_source_chars
     if source_cut:
         html = utf16_head(html, max_source_chars)

@@ -20,10 +20,13 @@ import ipaddress
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
-import httpx
+
+if TYPE_CHECKING:
+    import httpx
 
 from .._errors import WebError
 
@@ -260,6 +263,8 @@ def _canonical_ipv4(raw: str) -> str:
 
 def check_url(raw: str) -> httpx.URL:
     """``raw`` parsed and checked: http(s) only, no credentials, a host, a valid port."""
+    import httpx  # lazy: httpx's import pulls in its CLI (click, rich), ~100 ms
+
     try:
         url = httpx.URL(_canonical_ipv4(raw))
     except (httpx.InvalidURL, ValueError, TypeError) as exc:

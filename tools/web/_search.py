@@ -15,11 +15,13 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-import httpx
 import msgspec
+
+if TYPE_CHECKING:
+    pass
 
 from .._errors import WebError
 
@@ -103,6 +105,8 @@ async def _get_json(
     provider: str, url: str, params: Mapping[str, str], headers: Mapping[str, str], hint: str = ""
 ) -> Any:
     """GET a provider endpoint and decode its (bounded) JSON body."""
+    import httpx  # lazy: httpx's import pulls in its CLI (click, rich), ~100 ms
+
     try:
         async with (
             httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=None) as client,
