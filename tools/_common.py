@@ -7,12 +7,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "BACKGROUND_VALUE_SCHEMA",
     "arg",
     "as_positive_int",
     "is_blank",
     "result_parts",
     "text_of",
 ]
+
+#: The value of a call that started a background job (``bash`` and ``terminal_send`` with
+#: ``run_in_background``): ``{kind: "background", jobId}``, collected with ``job_output``.
+BACKGROUND_VALUE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"type": "string", "const": "background", "required": True},
+        "jobId": {"type": "string", "required": True},
+    },
+}
 
 
 def arg(args: Any, key: str) -> Any:

@@ -22,7 +22,7 @@ from codemode.engine import AbortError, ToolDefinition, ToolOutput, text
 from codemode.engine.policies import utf8_tail_bytes
 
 from .._catalog import catalog_entry, define_catalog_tool
-from .._common import arg, is_blank, result_parts, text_of
+from .._common import BACKGROUND_VALUE_SCHEMA, arg, is_blank, result_parts, text_of
 from .._config import ToolsConfig, ensure_private_dir
 from .._errors import BashError, FsError
 from .._text import js_json
@@ -44,14 +44,7 @@ _NULLABLE_INT = {"oneOf": [{"type": "integer"}, {"type": "null"}]}
 _NULLABLE_STR = {"oneOf": [{"type": "string"}, {"type": "null"}]}
 _OUTPUT_SCHEMA = {
     "oneOf": [
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "kind": {"type": "string", "const": "background", "required": True},
-                "jobId": {"type": "string", "required": True},
-            },
-        },
+        BACKGROUND_VALUE_SCHEMA,
         {
             "type": "object",
             "additionalProperties": False,

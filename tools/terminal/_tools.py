@@ -19,7 +19,7 @@ import anyio
 from codemode.engine import AbortError, ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool
-from .._common import arg, result_parts, text_of
+from .._common import BACKGROUND_VALUE_SCHEMA, arg, result_parts, text_of
 from .._config import ToolsConfig
 from .._errors import FsError, TerminalError
 from ..shell._bash import managed_env
@@ -343,14 +343,7 @@ def build_terminal_tools(
 
     send_schema = {
         "oneOf": [
-            {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "kind": {"type": "string", "const": "background", "required": True},
-                    "jobId": {"type": "string", "required": True},
-                },
-            },
+            BACKGROUND_VALUE_SCHEMA,
             {
                 "type": "object",
                 "additionalProperties": False,
