@@ -16,8 +16,9 @@ registry changes between steps reach the model.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import msgspec
@@ -27,9 +28,28 @@ from codemode.engine.json import thaw
 from codemode.engine.scheduling import ModelToolCall, run_tool_calls
 
 from ._model import ChatMessage, ModelClient, ModelError, Usage
-from ._session import load_conversation, message_event, recorded_usage, repair
+from ._session import (
+    SessionInfo,
+    load_conversation,
+    message_event,
+    new_session_info,
+    recorded_usage,
+    repair,
+    session_info,
+)
 
-__all__ = ["BASE_PROMPT", "Agent", "AgentEvent", "TurnHook", "TurnOutcome", "content_text"]
+__all__ = [
+    "BASE_PROMPT",
+    "Agent",
+    "AgentEvent",
+    "Continuation",
+    "ContinuationSource",
+    "TurnHook",
+    "TurnOrigin",
+    "TurnOutcome",
+    "agent_for",
+    "content_text",
+]
 
 BASE_PROMPT = (
     "You are a careful software agent working in the user's workspace through tools. "
@@ -41,6 +61,11 @@ BASE_PROMPT = (
 #: A UI/stream event: ``{"type": ..., ...}`` (see ``Agent``).
 AgentEvent = dict[str, Any]
 TurnReason = Literal["done", "concluded", "max_steps", "interrupted", "error"]
+#: Who started a turn: the human (``user``: a prompt typed or passed on the command line),
+#: an automatic goal round (``goal``), a schedule coming due (``schedule``), or a host
+#: turn made only of injected messages (``host``). Tools with authority rules read it
+#: (``create_goal`` accepts only ``user``).
+TurnOrigin = Literal["user", "goal", "schedule", "host"]
 
 
 class TurnOutcome(msgspec.Struct, frozen=True):
@@ -65,6 +90,44 @@ class TurnOutcome(msgspec.Struct, frozen=True):
 TurnHook = Callable[["Agent", TurnOutcome], Awaitable[None]]
 
 
+class Continuation(msgspec.Struct, frozen=True):
+    """A turn the agent starts on its own after another ended: ``prompt`` is delivered as
+    a context message (not the user's words), the turn runs with ``origin``."""
+
+    origin: TurnOrigin
+    prompt: str
+
+
+class ContinuationSource(Protocol):
+    """Something that may continue the session after a turn (goal rounds, schedules).
+
+    ``Agent.run`` asks each source, in order, after every turn that ended normally; the
+    first ``Continuation`` returned starts the next turn. A source does its own
+    bookkeeping (a goal counts the round) before returning.
+    """
+
+    async def next_continuation(
+        self, agent: Agent, last: TurnOutcome
+    ) -> Continuation | None:  # pragma: no cover - protocol
+        """The next turn to run, or ``None``."""
+        ...
+
+
+# scope -> the Agent driving it, for tools that act on "their" agent (goals, schedules,
+# session queries). Keyed by id(); the entry lives exactly as long as its Agent, which
+# holds the scope, so an id cannot be reused while it is registered.
+_AGENTS: weakref.WeakValueDictionary[int, Agent] = weakref.WeakValueDictionary()
+
+
+def agent_for(scope: Scope | None) -> Agent | None:
+    """The ``Agent`` whose conversation runs in ``scope`` (``ctx.agent`` of a tool call),
+    or ``None`` when no agent drives it (a plain ``codemode run``, another host)."""
+    if scope is None:
+        return None
+    agent = _AGENTS.get(id(scope))
+    return agent if agent is not None and agent.scope is scope else None
+
+
 def content_text(blocks: Any) -> str:
     """The text of content blocks (a string passes through; non-text blocks are named)."""
     if isinstance(blocks, str):
@@ -76,6 +139,12 @@ def content_text(blocks: Any) -> str:
         elif isinstance(block, Mapping):
             parts.append(f"[{block.get('type')} content]")
     return "\n".join(parts)
+
+
+def _title(prompt: str) -> str:
+    """A session title from its first prompt: the first non-blank line, at most 80 chars."""
+    line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
+    return line if len(line) <= 80 else line[:79] + "…"
 
 
 def chat_tool(schema: Any) -> dict[str, Any]:
@@ -97,7 +166,14 @@ class Agent:
     ``tool-call {id, name, arguments}`` (before the step's calls run), ``tool-result {id,
     name, isError, content}``, ``step-events {events}`` (the step's session events, with
     presentation cards), ``context {content}`` and ``turn-end {turn, reason, steps, text, usage,
-    sessionUsage, note?}`` (``sessionUsage``: every turn of the session, resumed ones too). ``max_steps`` bounds the model requests of one turn.
+    sessionUsage, note?}`` (``sessionUsage``: every turn of the session, resumed ones too).
+    ``max_steps`` bounds the model requests of one turn.
+
+    ``session`` names the conversation (id, title, workspace, parent); without one a fresh
+    id is made. It is written to the log as ``agent/session`` before the first turn, and a
+    resumed log's own record wins. ``parent`` is the agent that started this one (a
+    subagent); authority rules treat such an agent as non-human. ``sources`` continue the
+    session after a turn (see ``run``).
     """
 
     def __init__(
@@ -110,6 +186,8 @@ class Agent:
         max_steps: int = 50,
         max_parallel: int = 10,
         on_event: Callable[[AgentEvent], None] | None = None,
+        session: SessionInfo | None = None,
+        parent: Agent | None = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError("Agent(max_steps=...) must be a positive integer")
@@ -129,8 +207,15 @@ class Agent:
         # Every turn's usage, including the turns a resumed file already holds.
         self.session_usage = Usage()
         self.turn_hooks: list[TurnHook] = []
+        self.sources: list[ContinuationSource] = []
+        self.parent = parent
+        self.info = session if session is not None else new_session_info()
+        # The origin of the running turn (None between turns).
+        self.origin: TurnOrigin | None = None
+        self._info_written = False
         self._inbox: list[ChatMessage] = []
         self._running = False
+        _AGENTS[id(scope)] = self
 
     # ------------------------------------------------------------------ session
 
@@ -139,7 +224,20 @@ class Agent:
         events = self._log.events
         self.messages, self.turn = load_conversation(events)
         self.session_usage = recorded_usage(events)
+        recorded = session_info(events)
+        if recorded is not None:
+            self.info, self._info_written = recorded, True
         return len(self.messages)
+
+    @property
+    def session_id(self) -> str:
+        """The conversation's id (``SessionInfo.id``)."""
+        return self.info.id
+
+    @property
+    def live(self) -> bool:
+        """Whether a turn is running now."""
+        return self._running
 
     @property
     def _log(self) -> Any:
@@ -173,28 +271,75 @@ class Agent:
         self.messages.append(message)
         await self._log.append(message_event(message, turn=self.turn, step=step))
 
-    async def run_turn(
+    async def run(
         self, prompt: str | None, *, signal: AbortSignal | None = None
+    ) -> list[TurnOutcome]:
+        """Run ``prompt``'s turn, then every turn the ``sources`` continue with.
+
+        After each turn that ended ``done`` or ``concluded`` the sources are asked in order;
+        the first continuation is injected as a context message and runs as the next turn
+        (with its own origin). It stops when no source continues, or at a turn that did not
+        end normally (interrupted, error, step limit): a stopped goal round does not start
+        the next one. Returns every turn's outcome, the first one's included.
+        """
+        signal = signal or AbortController().signal
+        outcomes = [await self.run_turn(prompt, signal=signal)]
+        while outcomes[-1].ok and not signal.aborted:
+            follow = await self.next_continuation(outcomes[-1])
+            if follow is None:
+                break
+            self.inject(follow.prompt)
+            outcomes.append(await self.run_turn(None, signal=signal, origin=follow.origin))
+        return outcomes
+
+    async def next_continuation(self, last: TurnOutcome) -> Continuation | None:
+        """The first continuation any source offers after ``last`` (see ``run``)."""
+        for source in list(self.sources):
+            follow = await source.next_continuation(self, last)
+            if follow is not None:
+                return follow
+        return None
+
+    async def run_turn(
+        self,
+        prompt: str | None,
+        *,
+        signal: AbortSignal | None = None,
+        origin: TurnOrigin | None = None,
     ) -> TurnOutcome:
         """Run one turn: ``prompt`` (``None``: only the injected messages) to its end.
 
+        ``origin`` defaults to ``user`` with a prompt and ``host`` without one.
         ``signal`` aborting stops the turn: the model stream is closed, running tool calls
         are aborted and drain, and the turn ends ``interrupted`` with the session intact.
         """
         if self._running:
             raise RuntimeError("Agent.run_turn: a turn is already running")
         self._running = True
+        self.origin = origin or ("user" if prompt is not None else "host")
         try:
             return await self._turn(prompt, signal or AbortController().signal)
         finally:
             self._running = False
+            self.origin = None
+
+    async def _write_info(self, prompt: str | None) -> None:
+        if self._info_written:
+            return
+        if not self.info.title and prompt:
+            self.info = msgspec.structs.replace(self.info, title=_title(prompt))
+        await self._log.append({"type": "agent/session", **msgspec.to_builtins(self.info)})
+        self._info_written = True
 
     async def _turn(self, prompt: str | None, signal: AbortSignal) -> TurnOutcome:
+        await self._write_info(prompt)
         self.turn += 1
         turn = self.turn
         usage = Usage()
-        await self._log.append({"type": "agent/turn-start", "turn": turn, "prompt": prompt})
-        self._emit({"type": "turn-start", "turn": turn})
+        await self._log.append(
+            {"type": "agent/turn-start", "turn": turn, "prompt": prompt, "origin": self.origin}
+        )
+        self._emit({"type": "turn-start", "turn": turn, "origin": self.origin})
         # Whatever a previous, interrupted turn left unanswered is answered first.
         self.messages = repair(self.messages)
         if prompt is not None:

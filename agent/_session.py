@@ -3,8 +3,10 @@
 Besides the engine's own tool events (``tool/call``, ``tool/result``, code dispatches),
 the agent appends:
 
-* ``agent/turn-start`` ``{turn, prompt}`` (``prompt`` is ``null`` for a turn started
-  without user words, e.g. from injected messages);
+* ``agent/session`` ``{id, title, workspace, parentId, createdAt}`` once, before the first
+  turn (``SessionInfo``: what session queries list and filter on);
+* ``agent/turn-start`` ``{turn, prompt, origin}`` (``prompt`` is ``null`` for a turn started
+  without user words, e.g. from injected messages; ``origin`` is ``TurnOrigin``);
 * ``agent/message`` ``{turn, step, message}`` for every message of the conversation, in
   order, where ``message`` is ``{role, content, toolCalls?, toolCallId?, context?}``
   (``toolCalls``: ``[{id, name, arguments}]``, ``arguments`` the model's raw JSON text);
@@ -19,8 +21,12 @@ every call of an assistant message to be answered.
 
 from __future__ import annotations
 
+import datetime
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import msgspec
 
 from codemode.engine.json import thaw
 
@@ -28,13 +34,61 @@ from ._model import ChatMessage, ModelToolCallRequest, Usage
 
 __all__ = [
     "INTERRUPTED_TOOL_TEXT",
+    "SessionInfo",
     "load_conversation",
     "message_event",
+    "new_session_info",
     "recorded_usage",
     "repair",
+    "session_info",
+    "utc_iso",
 ]
 
 INTERRUPTED_TOOL_TEXT = "Error: tool call interrupted before it returned a result"
+
+
+class SessionInfo(msgspec.Struct, frozen=True, rename="camel"):
+    """Who a session is: ``id``, a ``title`` (the first prompt's first line when not
+    given), the ``workspace`` directory it worked in (absolute; ``None``: unknown), the
+    ``parent_id`` of the session that started it (``None`` for a root session) and
+    ``created_at`` (ISO 8601 UTC, millisecond precision)."""
+
+    id: str
+    title: str = ""
+    workspace: str | None = None
+    parent_id: str | None = None
+    created_at: str = ""
+
+
+def utc_iso(moment: datetime.datetime | None = None) -> str:
+    """``moment`` (default: now) as ISO 8601 UTC with milliseconds: ``2026-12-02T07:34:04.123Z``."""
+    moment = moment or datetime.datetime.now(datetime.UTC)
+    return moment.astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_session_info(
+    *, title: str = "", workspace: str | None = None, parent_id: str | None = None
+) -> SessionInfo:
+    """A ``SessionInfo`` with a fresh random id (``ses-`` and 16 hex digits) made now."""
+    return SessionInfo(
+        id=f"ses-{secrets.token_hex(8)}",
+        title=title,
+        workspace=workspace,
+        parent_id=parent_id,
+        created_at=utc_iso(),
+    )
+
+
+def session_info(events: Iterable[Mapping[str, Any]]) -> SessionInfo | None:
+    """The ``agent/session`` record in ``events`` (the first), or ``None``."""
+    for raw in events:
+        if raw.get("type") == "agent/session":
+            body = {k: v for k, v in thaw(raw).items() if k != "type"}
+            try:
+                return msgspec.convert(body, SessionInfo)
+            except msgspec.ValidationError:
+                return None
+    return None
 
 
 def message_event(message: ChatMessage, *, turn: int, step: int) -> dict[str, Any]:

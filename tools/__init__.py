@@ -27,6 +27,8 @@ The services' own names live in their subpackages (``codemode.tools.web.WebConfi
 
 from __future__ import annotations
 
+from ._catalog import catalog_entry as catalog_entry
+from ._catalog import define_catalog_tool as define_catalog_tool
 from ._default import default_tools as default_tools
 from ._errors import BashError as BashError
 from ._errors import FsError as FsError
@@ -75,6 +77,8 @@ __all__ = [
     "TerminalManager",
     "WebConfig",
     "WebError",
+    "catalog_entry",
     "default_tools",
+    "define_catalog_tool",
     "kill_all_processes",
 ]

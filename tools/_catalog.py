@@ -69,6 +69,9 @@ def _to_spec(schema: dict[str, Any]) -> dict[str, Any]:
             spec[key] = props
         elif key == "items":
             spec[key] = _to_spec(value)
+        elif key == "oneOf" and isinstance(value, list):
+            # Branches are schemas too (``schedule_create.at``: a string or an object).
+            spec[key] = [_to_spec(branch) for branch in value]
         else:
             spec[key] = copy.deepcopy(value)
     return spec

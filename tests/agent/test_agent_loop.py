@@ -164,7 +164,7 @@ async def test_native_multi_step_reads_and_writes(workspace: Path, tmp_path: Pat
     kinds = [e["type"] for e in events]
     assert kinds.count("tool/call") == 2 and kinds.count("tool/result") == 2
     assert kinds.count("agent/message") == 6  # user, assistant, tool, assistant, tool, assistant
-    assert kinds[0] == "agent/turn-start" and kinds[-1] == "agent/turn-end"
+    assert kinds[:2] == ["agent/session", "agent/turn-start"] and kinds[-1] == "agent/turn-end"
     assert events[-1]["usage"]["totalTokens"] == 45
     assert "sk-test-secret" not in json.dumps([dict(e) for e in map(_plain, events)])
     assert [e["delta"] for e in host.events if e["type"] == "text"] == [

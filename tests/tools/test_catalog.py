@@ -60,6 +60,25 @@ PART_TWO = {
 }
 
 
+# The agent-bound rows (goals, schedules, session queries): packaged here, built by
+# codemode.agent (tests/agent/test_agent_catalog.py checks the tools themselves).
+AGENT_BOUND = {
+    ("@deepseek-ai/dsh-tool-goal", name) for name in ("create_goal", "get_goal", "update_goal")
+} | {
+    ("@deepseek-ai/dsh-schedule", name)
+    for name in ("schedule_create", "schedule_list", "schedule_delete")
+} | {
+    ("@deepseek-ai/dsh-tool-session-query", name)
+    for name in (
+        "session_search",
+        "session_event_search",
+        "session_trace",
+        "session_event_trace",
+        "session_event_read",
+    )
+}
+
+
 def _packaged_all() -> dict[tuple[str, str], dict[str, object]]:
     data = json.loads(PACKAGED_CATALOG.read_text(encoding="utf-8"))
     return {(entry["package"], entry["name"]): entry for entry in data["tools"]}
@@ -80,7 +99,7 @@ def _dump(value: object) -> str:
 def test_packaged_entries_equal_the_seed_catalog() -> None:
     shared = json.loads(SEED_CATALOG.read_text(encoding="utf-8"))["tools"]
     packaged = _packaged_all()
-    assert set(packaged) == {(p, n) for n, p in PACKAGES.items()} | PART_TWO
+    assert set(packaged) == {(p, n) for n, p in PACKAGES.items()} | PART_TWO | AGENT_BOUND
     for (package, name), value in packaged.items():
         [entry] = [t for t in shared if t["name"] == name and t["package"] == package]
         assert _dump(value) == _dump(entry), name
