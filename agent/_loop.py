@@ -210,8 +210,11 @@ class Agent:
         self.sources: list[ContinuationSource] = []
         self.parent = parent
         self.info = session if session is not None else new_session_info()
-        # The origin of the running turn (None between turns).
+        # The origin of the running turn (None between turns) and its current step (the
+        # model request being answered; 0 before the first): session queries leave the
+        # calling step's own events out.
         self.origin: TurnOrigin | None = None
+        self.step = 0
         self._info_written = False
         self._inbox: list[ChatMessage] = []
         self._running = False
@@ -420,6 +423,7 @@ class Agent:
     async def _steps(self, turn: int, usage: Usage, signal: AbortSignal) -> TurnOutcome:
         text = ""
         for step in range(1, self.max_steps + 1):
+            self.step = step
             for message in self._inbox:
                 await self._add(message, step)
             self._inbox.clear()

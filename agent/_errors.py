@@ -1,0 +1,32 @@
+"""Coded errors of the agent-bound tools.
+
+::
+
+    engine.HarnessError
+    ├── GoalError          GOAL_TOOL_* codes (create_goal, get_goal, update_goal)
+    └── SessionQueryError  SESSION_QUERY_* codes (session_search, session_event_*, session_trace)
+
+Schedule tools report their failures as values (``{code, message}``, §11 of the tool
+outputs), so they have no error class; a schedule tool called outside an agent session
+still returns such a value.
+"""
+
+from __future__ import annotations
+
+from codemode.engine import HarnessError
+
+__all__ = ["GoalError", "SessionQueryError"]
+
+
+class GoalError(HarnessError):
+    """A goal tool failure; ``code`` is one of the ``GOAL_TOOL_*`` codes."""
+
+    family = "GOAL_TOOL_"
+    code = "GOAL_TOOL_ERROR"
+
+
+class SessionQueryError(HarnessError):
+    """A session-query failure; ``code`` is one of the ``SESSION_QUERY_*`` codes."""
+
+    family = "SESSION_QUERY_"
+    code = "SESSION_QUERY_ERROR"
