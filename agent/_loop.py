@@ -36,6 +36,7 @@ from ._session import (
     recorded_usage,
     repair,
     session_info,
+    utc_iso,
 )
 
 __all__ = [
@@ -69,8 +70,8 @@ TurnOrigin = Literal["user", "goal", "schedule", "host"]
 
 
 class TurnOutcome(msgspec.Struct, frozen=True):
-    """How a turn ended: ``reason``, the last assistant text, steps taken, the turn's usage
-    and, for ``error``/``max_steps``, a note saying why."""
+    """How a turn ended: ``reason``, the last assistant text, steps taken, the turn's usage,
+    for ``error``/``max_steps`` a note saying why, and who started the turn (``origin``)."""
 
     turn: int
     reason: TurnReason
@@ -78,6 +79,7 @@ class TurnOutcome(msgspec.Struct, frozen=True):
     steps: int
     usage: Usage
     note: str | None = None
+    origin: TurnOrigin = "user"
 
     @property
     def ok(self) -> bool:
@@ -266,9 +268,13 @@ class Agent:
 
     # --------------------------------------------------------------------- loop
 
-    def _emit(self, event: AgentEvent) -> None:
+    def emit(self, event: AgentEvent) -> None:
+        """Pass ``event`` to ``on_event`` (services report through it too: ``goal``,
+        ``schedule``)."""
         if self.on_event is not None:
             self.on_event(event)
+
+    _emit = emit
 
     async def _add(self, message: ChatMessage, step: int) -> None:
         self.messages.append(message)
@@ -340,7 +346,13 @@ class Agent:
         turn = self.turn
         usage = Usage()
         await self._log.append(
-            {"type": "agent/turn-start", "turn": turn, "prompt": prompt, "origin": self.origin}
+            {
+                "type": "agent/turn-start",
+                "turn": turn,
+                "at": utc_iso(),
+                "prompt": prompt,
+                "origin": self.origin,
+            }
         )
         self._emit({"type": "turn-start", "turn": turn, "origin": self.origin})
         # Whatever a previous, interrupted turn left unanswered is answered first.
@@ -360,10 +372,12 @@ class Agent:
                 0,
                 usage,
                 note=None if cancelled else f"{type(exc).__name__}: {exc}",
+                origin=self.origin or "user",
             )
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await self._end(ended, record_only=True)
             raise
+        outcome = msgspec.structs.replace(outcome, origin=self.origin or "user")
         await self._end(outcome)
         for hook in list(self.turn_hooks):
             await hook(self, outcome)
@@ -373,6 +387,7 @@ class Agent:
         event: dict[str, Any] = {
             "type": "agent/turn-end",
             "turn": outcome.turn,
+            "at": utc_iso(),
             "reason": outcome.reason,
             "steps": outcome.steps,
             "usage": outcome.usage.to_json(),

@@ -13,6 +13,10 @@ the agent appends:
 * ``agent/turn-end`` ``{turn, reason, steps, usage, error?}`` with ``reason`` one of
   ``done``, ``concluded``, ``max_steps``, ``interrupted``, ``error``.
 
+Every ``agent/*`` event but ``agent/session`` (which has ``createdAt``) carries ``at``, the
+ISO 8601 UTC time it was written; the engine's tool events carry none (their time is their
+turn's). Services add their own ``agent/*`` events (goals, schedules).
+
 ``load_conversation`` rebuilds the message list from those events, so ``--resume`` sends
 the model what it saw before. A tool call left without its tool message (the process died
 mid-step) gets a synthetic error message, since the Chat Completions protocol requires
@@ -102,7 +106,7 @@ def message_event(message: ChatMessage, *, turn: int, step: int) -> dict[str, An
         body["toolCallId"] = message.tool_call_id
     if message.context:
         body["context"] = True
-    return {"type": "agent/message", "turn": turn, "step": step, "message": body}
+    return {"type": "agent/message", "turn": turn, "step": step, "at": utc_iso(), "message": body}
 
 
 def _message(body: Mapping[str, Any]) -> ChatMessage | None:
