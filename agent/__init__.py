@@ -46,11 +46,21 @@ SDK in its system prompt.
 
 from __future__ import annotations
 
+from ._errors import GoalError as GoalError
+from ._errors import SessionQueryError as SessionQueryError
+from ._goal import Goal as Goal
+from ._goal import GoalService as GoalService
+from ._goal import build_goal_tools as build_goal_tools
+from ._goal import enable_goals as enable_goals
 from ._loop import BASE_PROMPT as BASE_PROMPT
 from ._loop import Agent as Agent
 from ._loop import AgentEvent as AgentEvent
+from ._loop import Continuation as Continuation
+from ._loop import ContinuationSource as ContinuationSource
 from ._loop import TurnHook as TurnHook
+from ._loop import TurnOrigin as TurnOrigin
 from ._loop import TurnOutcome as TurnOutcome
+from ._loop import agent_for as agent_for
 from ._loop import chat_tool as chat_tool
 from ._loop import content_text as content_text
 from ._model import INSTALL_HINT as INSTALL_HINT
@@ -63,13 +73,20 @@ from ._model import ModelToolCallRequest as ModelToolCallRequest
 from ._model import RetryPolicy as RetryPolicy
 from ._model import Usage as Usage
 from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
+from ._session import SessionInfo as SessionInfo
 from ._session import load_conversation as load_conversation
+from ._session import new_session_info as new_session_info
 
 __all__ = [
     "Agent",
     "AgentEvent",
     "BASE_PROMPT",
     "ChatMessage",
+    "Continuation",
+    "ContinuationSource",
+    "Goal",
+    "GoalError",
+    "GoalService",
     "INSTALL_HINT",
     "INTERRUPTED_TOOL_TEXT",
     "ModelClient",
@@ -78,10 +95,17 @@ __all__ = [
     "ModelReply",
     "ModelToolCallRequest",
     "RetryPolicy",
+    "SessionInfo",
+    "SessionQueryError",
     "TurnHook",
+    "TurnOrigin",
     "TurnOutcome",
     "Usage",
+    "agent_for",
+    "build_goal_tools",
     "chat_tool",
     "content_text",
+    "enable_goals",
     "load_conversation",
+    "new_session_info",
 ]

@@ -62,21 +62,23 @@ PART_TWO = {
 
 # The agent-bound rows (goals, schedules, session queries): packaged here, built by
 # codemode.agent (tests/agent/test_agent_catalog.py checks the tools themselves).
-AGENT_BOUND = {
-    ("@deepseek-ai/dsh-tool-goal", name) for name in ("create_goal", "get_goal", "update_goal")
-} | {
-    ("@deepseek-ai/dsh-schedule", name)
-    for name in ("schedule_create", "schedule_list", "schedule_delete")
-} | {
-    ("@deepseek-ai/dsh-tool-session-query", name)
-    for name in (
-        "session_search",
-        "session_event_search",
-        "session_trace",
-        "session_event_trace",
-        "session_event_read",
-    )
-}
+AGENT_BOUND = (
+    {("@deepseek-ai/dsh-tool-goal", name) for name in ("create_goal", "get_goal", "update_goal")}
+    | {
+        ("@deepseek-ai/dsh-schedule", name)
+        for name in ("schedule_create", "schedule_list", "schedule_delete")
+    }
+    | {
+        ("@deepseek-ai/dsh-tool-session-query", name)
+        for name in (
+            "session_search",
+            "session_event_search",
+            "session_trace",
+            "session_event_trace",
+            "session_event_read",
+        )
+    }
+)
 
 
 def _packaged_all() -> dict[tuple[str, str], dict[str, object]]:
