@@ -52,6 +52,8 @@ from ._goal import Goal as Goal
 from ._goal import GoalService as GoalService
 from ._goal import build_goal_tools as build_goal_tools
 from ._goal import enable_goals as enable_goals
+from ._host import agent_tools as agent_tools
+from ._host import enable_services as enable_services
 from ._loop import BASE_PROMPT as BASE_PROMPT
 from ._loop import Agent as Agent
 from ._loop import AgentEvent as AgentEvent
@@ -102,10 +104,12 @@ __all__ = [
     "TurnOutcome",
     "Usage",
     "agent_for",
+    "agent_tools",
     "build_goal_tools",
     "chat_tool",
     "content_text",
     "enable_goals",
+    "enable_services",
     "load_conversation",
     "new_session_info",
 ]

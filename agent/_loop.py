@@ -281,7 +281,11 @@ class Agent:
         await self._log.append(message_event(message, turn=self.turn, step=step))
 
     async def run(
-        self, prompt: str | None, *, signal: AbortSignal | None = None
+        self,
+        prompt: str | None,
+        *,
+        signal: AbortSignal | None = None,
+        origin: TurnOrigin | None = None,
     ) -> list[TurnOutcome]:
         """Run ``prompt``'s turn, then every turn the ``sources`` continue with.
 
@@ -289,10 +293,11 @@ class Agent:
         the first continuation is injected as a context message and runs as the next turn
         (with its own origin). It stops when no source continues, or at a turn that did not
         end normally (interrupted, error, step limit): a stopped goal round does not start
-        the next one. Returns every turn's outcome, the first one's included.
+        the next one. Returns every turn's outcome, the first one's included. ``origin`` is
+        the first turn's (see ``run_turn``).
         """
         signal = signal or AbortController().signal
-        outcomes = [await self.run_turn(prompt, signal=signal)]
+        outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
         while outcomes[-1].ok and not signal.aborted:
             follow = await self.next_continuation(outcomes[-1])
             if follow is None:
