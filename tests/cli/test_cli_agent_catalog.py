@@ -98,3 +98,39 @@ def test_one_shot_goal_runs_rounds_to_completion(ws: Path, tmp_path: Path, mode:
     assert ends[-1]["text"] == "The todo list is finished."
     stored = [e for e in SqliteSessionLog.read(session) if e["type"] == "agent/goal"]
     assert stored[-1]["goal"]["phase"] == "complete"
+
+
+def test_typescript_program_reads_and_sets_the_goal(ws: Path, tmp_path: Path) -> None:
+    program = (
+        "const made = await tools.create_goal({objective: 'ship 1.0', max_goal_rounds: 1});\n"
+        "const read = await tools.get_goal({});\n"
+        "return [made.goal.id, read.goal.maxGoalRounds, read.activation];"
+    )
+    script = [
+        Reply(calls=[Call("c1", "run_code", _args(description="goal", code=program))]),
+        Reply(text=["Set."]),
+        Reply(text=["Round one."]),
+    ]
+    with ModelServer(script) as server:
+        proc = _run(
+            _argv(
+                server,
+                ws,
+                "ship it",
+                "--mode",
+                "both",
+                "--lang",
+                "typescript",
+                "--session",
+                str(tmp_path / "s.db"),
+                "--json",
+            )
+        )
+    assert proc.returncode == 0, proc.stderr
+    results = [e for e in _events(proc.stdout) if e["type"] == "tool-result"]
+    assert json.loads(results[0]["content"]) == ["goal-1", 1, "armed"]
+    # Both mode: the native goal tools are offered next to run_code.
+    names = {t["function"]["name"] for t in server.requests[0].body["tools"]}
+    assert {"run_code", "create_goal", "get_goal", "update_goal"} <= names
+    goals = [e for e in _events(proc.stdout) if e["type"] == "goal"]
+    assert goals[-1]["goal"]["blockedReason"]["code"] == "max_goal_rounds"
