@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
 import shutil
 import signal
@@ -322,13 +323,36 @@ async def _session(opts: _Options, control: _Control) -> int:
                 return 130
             return 0 if outcome.ok else 1
         lines = _Lines(sys.stdin.fileno())
+        prompted = False
+        floor = 0.0
         while True:
-            view.prompt()
+            if not prompted:
+                view.prompt()
+                prompted = True
+            due = agent.due_in()
+            if due is not None:
+                due = max(due, floor)
+            line: str | _Due | None = _DUE
             try:
-                line = await lines.readline()
+                # Waiting for the next prompt, but a reminder that comes due runs on time.
+                with anyio.move_on_after(math.inf if due is None else due):
+                    line = await lines.readline()
             except ValueError as exc:
                 view.note(str(exc))
                 return 1
+            if isinstance(line, _Due):
+                outcomes: list[TurnOutcome] = []
+                if agent.due_in() == 0:
+                    view.note("a scheduled reminder came due")
+                    outcomes = await _run_due(agent, control)
+                    if outcomes and outcomes[-1].reason == "interrupted":
+                        view.note("turn stopped; the session is kept")
+                # A source that says "due" but starts nothing must not spin the loop.
+                floor = 0.0 if outcomes else 1.0
+                prompted = bool(prompted and not outcomes)
+                continue
+            floor = 0.0
+            prompted = False
             if line is None:
                 if not opts.as_json:
                     sys.stdout.write("\n")
@@ -342,6 +366,21 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
     return 0  # pragma: no cover - the loop returns
+
+
+class _Due:
+    """The idle wait ended because a reminder came due, not with a line."""
+
+
+_DUE = _Due()
+
+
+async def _run_due(agent: Agent, control: _Control) -> list[TurnOutcome]:
+    control.turn = AbortController()
+    try:
+        return await agent.run_due(signal=control.turn.signal)
+    finally:
+        control.turn = None
 
 
 def _stdin_is_terminal() -> bool:
