@@ -7,8 +7,11 @@ Layout: ``_model`` (``ModelClient``: streamed OpenAI-compatible Chat Completions
 the official ``openai`` SDK, tool-call deltas assembled by index, usage, our own retry
 policy, cancellation), ``_loop`` (``Agent``: the turn loop over a ``ToolRuntime`` in
 native, code or both mode, with deferred contexts, ``concludeTurn``, a step limit and an
-abort signal), ``_session`` (the ``agent/*`` events in the ``SessionLog`` and rebuilding a
-conversation from them for ``--resume``).
+abort signal; continuation sources that start turns on their own; ``agent_for(scope)``),
+``_session`` (the ``agent/*`` events in the ``SessionLog``, ``SessionInfo``, rebuilding a
+conversation from them for ``--resume``), ``_errors`` (the agent-bound tools' coded
+errors), ``_goal`` (goals and goal rounds), ``_host`` (``agent_tools`` and
+``enable_services``: what ``codemode agent`` composes).
 
 Embedding::
 
