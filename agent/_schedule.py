@@ -601,7 +601,11 @@ def enable_schedules(agent: Agent, *, clock: Callable[[], float] | None = None) 
     """Attach a ``ScheduleService`` to ``agent``: replay the schedules its session log
     holds and add it to ``agent.sources``. Idempotent: an agent that already has one gets
     it back (``clock`` then is ignored). ``clock`` is the wall clock (seconds since the
-    epoch, default ``time.time``)."""
+    epoch, default ``time.time``).
+
+    The replay reads the log itself, so it works before or after ``agent.resume()``; a
+    corrupt record does not raise (the conversation can still resume) but leaves the
+    service ``corrupt`` (see the module docstring)."""
     existing = _SERVICES.get(agent)
     if existing is not None:
         return existing

@@ -870,3 +870,24 @@ def _plain(value: Any) -> Any:
     from codemode.engine.json import thaw
 
     return thaw(value)
+
+
+async def test_an_active_reminder_cap_and_an_internal_failure_are_values(tmp_path: Path) -> None:
+    from codemode.agent._schedule import MAX_ACTIVE_SCHEDULES
+
+    clock = Clock()
+    with ModelServer([]) as server:
+        async with _session(_runtime(clock), server, clock, tmp_path / "s.db") as (agent, svc):
+            for i in range(MAX_ACTIVE_SCHEDULES):
+                await svc.create({"prompt": f"r{i}", "after_seconds": 60 + i})
+            over = await _call(agent, "schedule_create", {"prompt": "one more", "after_seconds": 5})
+            await _call(agent, "schedule_delete", {"id": "schedule-1"})
+            room = await _call(agent, "schedule_create", {"prompt": "fits", "after_seconds": 5})
+            clock.now = float("nan")  # a broken host clock: a bug, reported as a value
+            broken = await _call(agent, "schedule_create", {"prompt": "p", "after_seconds": 5})
+    assert over["code"] == "too_many_schedules" and "schedule_delete" in over["message"]
+    assert room["id"] == f"schedule-{MAX_ACTIVE_SCHEDULES + 1}"
+    assert broken == {
+        "code": "internal_error",
+        "message": "schedule_create failed: ValueError: the schedule clock returned nan",
+    }
