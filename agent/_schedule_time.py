@@ -61,6 +61,12 @@ _TIME = re.compile(r"([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?")
 # Looks like a date-time but lacks a piece: named in the refusal.
 _NAIVE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?")
 _SPACED = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}.*")
+_NO_SECONDS = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}([Zz]|[+-][0-9]{2}:?[0-9]{2})"
+)
+_COMPACT_OFFSET = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?[+-][0-9]{2}([0-9]{2})?"
+)
 _OFFSET_TAIL = re.compile(r".*[+-][0-9]{2}(:?[0-9]{2})?$|.*[Zz]$")
 # Entries of the tz directory that are not zone names (``localtime`` is this machine's
 # zone, whatever it is; ``posixrules`` a template).
@@ -213,6 +219,10 @@ def _bad_at(text: str) -> ScheduleRefusal:
         )
     elif _SPACED.fullmatch(text):
         why = 'separate the date and the time with "T", not a space'
+    elif _NO_SECONDS.fullmatch(text):
+        why = "include the seconds (HH:MM:SS), e.g. 09:00:00"
+    elif _COMPACT_OFFSET.fullmatch(text):
+        why = 'write the offset with a colon, as "±HH:MM" (e.g. "+02:00")'
     elif _NAIVE.fullmatch(text) and not _OFFSET_TAIL.fullmatch(text):
         why = (
             'it has no UTC offset; add "Z" or "±HH:MM", or pass '
