@@ -10,7 +10,8 @@ native, code or both mode, with deferred contexts, ``concludeTurn``, a step limi
 abort signal; continuation sources that start turns on their own; ``agent_for(scope)``),
 ``_session`` (the ``agent/*`` events in the ``SessionLog``, ``SessionInfo``, rebuilding a
 conversation from them for ``--resume``), ``_errors`` (the agent-bound tools' coded
-errors), ``_goal`` (goals and goal rounds), ``_host`` (``agent_tools`` and
+errors), ``_goal`` (goals and goal rounds), ``_schedule``/``_schedule_time`` (reminders, their
+selectors and delivery), ``_host`` (``agent_tools`` and
 ``enable_services``: what ``codemode agent`` composes).
 
 Embedding::
@@ -77,6 +78,9 @@ from ._model import ModelReply as ModelReply
 from ._model import ModelToolCallRequest as ModelToolCallRequest
 from ._model import RetryPolicy as RetryPolicy
 from ._model import Usage as Usage
+from ._schedule import ScheduleService as ScheduleService
+from ._schedule import build_schedule_tools as build_schedule_tools
+from ._schedule import enable_schedules as enable_schedules
 from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
 from ._session import SessionInfo as SessionInfo
 from ._session import load_conversation as load_conversation
@@ -100,6 +104,7 @@ __all__ = [
     "ModelReply",
     "ModelToolCallRequest",
     "RetryPolicy",
+    "ScheduleService",
     "SessionInfo",
     "SessionQueryError",
     "TurnHook",
@@ -109,9 +114,11 @@ __all__ = [
     "agent_for",
     "agent_tools",
     "build_goal_tools",
+    "build_schedule_tools",
     "chat_tool",
     "content_text",
     "enable_goals",
+    "enable_schedules",
     "enable_services",
     "load_conversation",
     "new_session_info",

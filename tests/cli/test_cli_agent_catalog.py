@@ -4,13 +4,23 @@ process, the real openai client and the scripted loopback model server."""
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from codemode.engine import SqliteSessionLog
 from tests.agent.model_server import Call, ModelServer, Reply
-from tests.cli.test_cli_agent import _argv, _events, _run
+from tests.cli.test_cli_agent import (
+    _WAIT_S,
+    _argv,
+    _as_from_a_terminal,
+    _env,
+    _events,
+    _run,
+    _wait_for,
+)
 
 
 @pytest.fixture
@@ -134,3 +144,97 @@ def test_typescript_program_reads_and_sets_the_goal(ws: Path, tmp_path: Path) ->
     assert {"run_code", "create_goal", "get_goal", "update_goal"} <= names
     goals = [e for e in _events(proc.stdout) if e["type"] == "goal"]
     assert goals[-1]["goal"]["blockedReason"]["code"] == "max_goal_rounds"
+
+
+def test_a_reminder_fires_in_a_live_interactive_session(ws: Path, tmp_path: Path) -> None:
+    create = _args(prompt="check the build", after_seconds=1)
+    script = [
+        Reply(calls=[Call("s1", "schedule_create", create)]),
+        Reply(text=["I will check in a second."]),
+        Reply(text=["The build is green."]),
+    ]
+    with ModelServer(script) as server:
+        argv = _argv(server, ws, "--mode", "native", "--json", "--session", str(tmp_path / "s.db"))
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            preexec_fn=_as_from_a_terminal,
+        )
+        try:
+            assert child.stdin is not None
+            child.stdin.write("remind me to check the build\n")
+            child.stdin.flush()
+            # Nothing more is typed: the reminder starts the next turn on its own.
+            _wait_for(lambda: len(server.requests) >= 3, "the reminder's turn")
+            # End of input (communicate closes stdin): the session ends once the turn has.
+            out, err = child.communicate(timeout=_WAIT_S)
+        finally:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    events = _events(out)
+    assert [e["origin"] for e in events if e["type"] == "turn-start"] == ["user", "schedule"]
+    created = json.loads(next(e for e in events if e["type"] == "tool-result")["content"])
+    assert created["id"] == "schedule-1" and created["state"] == "scheduled"
+    reminder = server.requests[2].messages[-1]
+    assert reminder["role"] == "user"
+    assert reminder["content"].startswith("[Scheduled reminder]")
+    assert '"check the build"' in reminder["content"]
+    assert [e["text"] for e in events if e["type"] == "turn-end"][-1] == "The build is green."
+
+
+def test_overdue_reminders_batch_into_one_turn_on_resume(ws: Path, tmp_path: Path) -> None:
+    session = tmp_path / "s.db"
+    first = [
+        Reply(
+            calls=[
+                Call("s1", "schedule_create", _args(prompt="water the plants", after_seconds=1)),
+                Call("s2", "schedule_create", _args(prompt="stretch", after_seconds=1)),
+                Call("s3", "schedule_create", _args(prompt="much later", after_seconds=86400)),
+            ]
+        ),
+        Reply(text=["Three reminders set."]),
+    ]
+    with ModelServer(first) as server:
+        proc = _run(
+            _argv(server, ws, "set reminders", "--mode", "native", "--session", str(session))
+        )
+    assert proc.returncode == 0, proc.stderr
+    # Both short reminders come due while no process runs the session.
+    _wait_for(lambda: time.time() > _created_at(session) + 1.5, "the reminders to come due")
+    second = [
+        Reply(calls=[Call("l1", "schedule_list")]),
+        Reply(text=["Two are overdue."]),
+        Reply(text=["Done both."]),
+    ]
+    with ModelServer(second) as server:
+        proc = _run(
+            _argv(server, ws, "what is pending?", "--mode", "native", "--resume", str(session))
+        )
+        requests = server.requests
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads([m for m in requests[1].messages if m["role"] == "tool"][-1]["content"])
+    assert [(v["id"], v["state"]) for v in listed] == [
+        ("schedule-1", "overdue"),
+        ("schedule-2", "overdue"),
+        ("schedule-3", "scheduled"),
+    ]
+    # One batched delivery after the prompt's turn, both overdue reminders in it.
+    assert len(requests) == 3
+    batch = requests[2].messages[-1]["content"]
+    assert batch.startswith("[Scheduled reminders] 2 reminders")
+    assert '"water the plants"' in batch and '"stretch"' in batch and "much later" not in batch
+
+
+def _created_at(session: Path) -> float:
+    import datetime
+
+    [first] = [e for e in SqliteSessionLog.read(session) if e["type"] == "agent/schedule-create"][
+        :1
+    ]
+    stamp = str(first["createdAt"]).replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(stamp).timestamp()

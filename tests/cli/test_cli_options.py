@@ -39,6 +39,10 @@ PACKAGES = {
     },
     # The agent-bound rows `codemode agent` serves.
     **{name: "@deepseek-ai/dsh-tool-goal" for name in ("create_goal", "get_goal", "update_goal")},
+    **{
+        name: "@deepseek-ai/dsh-schedule"
+        for name in ("schedule_create", "schedule_list", "schedule_delete")
+    },
 }
 
 
