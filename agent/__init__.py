@@ -12,7 +12,8 @@ abort signal; continuation sources that start turns on their own; ``agent_for(sc
 conversation from them for ``--resume``), ``_errors`` (the agent-bound tools' coded
 errors), ``_goal`` (goals and goal rounds), ``_schedule``/``_schedule_time`` (reminders, their
 selectors and delivery), ``_host`` (``agent_tools`` and
-``enable_services``: what ``codemode agent`` composes).
+``enable_services``: what ``codemode agent`` composes), ``_children`` (``ChildHost``: the
+child-agent kernel), ``_subagent`` (subagent tools and the tree's registry).
 
 Embedding::
 
@@ -50,8 +51,12 @@ SDK in its system prompt.
 
 from __future__ import annotations
 
+from ._children import CHILD_PROMPT as CHILD_PROMPT
+from ._children import ChildHost as ChildHost
+from ._children import ChildResult as ChildResult
 from ._errors import GoalError as GoalError
 from ._errors import SessionQueryError as SessionQueryError
+from ._errors import SubagentError as SubagentError
 from ._goal import Goal as Goal
 from ._goal import GoalService as GoalService
 from ._goal import build_goal_tools as build_goal_tools
@@ -85,12 +90,19 @@ from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
 from ._session import SessionInfo as SessionInfo
 from ._session import load_conversation as load_conversation
 from ._session import new_session_info as new_session_info
+from ._subagent import SubagentConfig as SubagentConfig
+from ._subagent import Subagents as Subagents
+from ._subagent import build_subagent_tools as build_subagent_tools
+from ._subagent import enable_subagents as enable_subagents
 
 __all__ = [
     "Agent",
     "AgentEvent",
     "BASE_PROMPT",
+    "CHILD_PROMPT",
     "ChatMessage",
+    "ChildHost",
+    "ChildResult",
     "Continuation",
     "ContinuationSource",
     "Goal",
@@ -107,6 +119,9 @@ __all__ = [
     "ScheduleService",
     "SessionInfo",
     "SessionQueryError",
+    "SubagentConfig",
+    "SubagentError",
+    "Subagents",
     "TurnHook",
     "TurnOrigin",
     "TurnOutcome",
@@ -115,11 +130,13 @@ __all__ = [
     "agent_tools",
     "build_goal_tools",
     "build_schedule_tools",
+    "build_subagent_tools",
     "chat_tool",
     "content_text",
     "enable_goals",
     "enable_schedules",
     "enable_services",
+    "enable_subagents",
     "load_conversation",
     "new_session_info",
 ]

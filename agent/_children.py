@@ -37,12 +37,19 @@ from codemode.engine import (
 from ._loop import Agent, TurnOutcome
 from ._session import new_session_info
 
-__all__ = ["ChildHost", "ChildLimitError", "ChildResult", "ChildStatus"]
+__all__ = ["CHILD_PROMPT", "ChildHost", "ChildLimitError", "ChildResult", "ChildStatus"]
 
 #: How a child's run ended: ``completed`` (its turn ended normally), ``cancelled`` (its
 #: signal fired), ``failed`` (the model could not be asked, or the host failed),
 #: ``step_limit`` (it used every step of its turn).
 ChildStatus = Literal["completed", "cancelled", "failed", "step_limit"]
+
+#: Appended to a child's system prompt: who it works for and what its result is.
+CHILD_PROMPT = (
+    "\n\nYou are a subagent: another agent started you for one task and sees only what you "
+    "hand back, not your steps. Work in the shared workspace; when you are done, answer with "
+    "a self-contained final result (what you found or changed, and where)."
+)
 
 _HOSTS: weakref.WeakKeyDictionary[Agent, ChildHost] = weakref.WeakKeyDictionary()
 
@@ -153,7 +160,7 @@ class ChildHost:
             runtime,
             scope,
             parent.client,
-            system_prompt=parent.system_prompt,
+            system_prompt=parent.system_prompt + CHILD_PROMPT,
             max_steps=self.max_steps,
             max_parallel=parent.max_parallel,
             session=info,

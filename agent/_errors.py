@@ -4,7 +4,9 @@
 
     engine.HarnessError
     ├── GoalError          GOAL_TOOL_* codes (create_goal, get_goal, update_goal)
-    └── SessionQueryError  SESSION_QUERY_* codes (session_search, session_event_*, session_trace)
+    ├── SessionQueryError  SESSION_QUERY_* codes (session_search, session_event_*, session_trace)
+    └── SubagentError      SUBAGENT_* codes (subagent, list_agents, send_message,
+                           interrupt_agent, report)
 
 Schedule tools report their failures as values (``{code, message}``, §11 of the tool
 outputs), so they have no error class; a schedule tool called outside an agent session
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from codemode.engine import HarnessError
 
-__all__ = ["GoalError", "SessionQueryError"]
+__all__ = ["GoalError", "SessionQueryError", "SubagentError"]
 
 
 class GoalError(HarnessError):
@@ -30,3 +32,10 @@ class SessionQueryError(HarnessError):
 
     family = "SESSION_QUERY_"
     code = "SESSION_QUERY_ERROR"
+
+
+class SubagentError(HarnessError):
+    """A subagent tool failure; ``code`` is one of the ``SUBAGENT_*`` codes."""
+
+    family = "SUBAGENT_"
+    code = "SUBAGENT_ERROR"

@@ -301,6 +301,11 @@ class Agent:
         signal = signal or AbortController().signal
         outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
         while outcomes[-1].ok and not signal.aborted:
+            if self._inbox:
+                # Injected after the turn's last model request (a child finished just
+                # then): it would otherwise wait for the user's next prompt.
+                outcomes.append(await self.run_turn(None, signal=signal, origin="host"))
+                continue
             follow = await self.next_continuation(outcomes[-1])
             if follow is None:
                 break
@@ -315,6 +320,8 @@ class Agent:
         ``next_due_in()`` method; a host waiting for the user's next prompt waits at most
         this long and then calls ``run_due``.
         """
+        if self._inbox:
+            return 0.0
         times = [
             t
             for source in self.sources
@@ -329,6 +336,8 @@ class Agent:
         Only sources whose ``next_due_in()`` is 0 are asked, so an idle session does not
         start goal rounds the user stopped; returns ``[]`` when nothing was due.
         """
+        if self._inbox:
+            return await self.run(None, signal=signal, origin="host")
         idle = TurnOutcome(self.turn, "done", "", 0, Usage(), origin="host")
         for source in list(self.sources):
             probe = getattr(source, "next_due_in", None)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from ._catalog import catalog_entry as catalog_entry
 from ._catalog import define_catalog_tool as define_catalog_tool
+from ._catalog import parameter_spec as parameter_spec
 from ._default import default_tools as default_tools
 from ._errors import BashError as BashError
 from ._errors import FsError as FsError
@@ -81,4 +82,5 @@ __all__ = [
     "default_tools",
     "define_catalog_tool",
     "kill_all_processes",
+    "parameter_spec",
 ]

@@ -11,17 +11,25 @@ request takes the next entry, one of
 * ``Status(code, retry_after=...)``: an HTTP error with a JSON error body;
 * ``Hold(text=[...])``: streams the text pieces, then holds the stream open until the
   client goes away (then ``dropped`` is set) or ``release()`` (``holding`` is set once it
-  holds).
+  holds);
+* a callable ``(request body) -> entry``: the reply is made from the request (a model
+  naming an id it was told earlier).
 
 Every request is recorded (``requests``: the JSON body and the headers), so tests assert
 what the model was sent.
+
+Several agents talking at once (subagents, workflows) make the arrival order of requests
+nondeterministic, so ``by_prompt={marker: [entries...]}`` gives each conversation its own
+script: a request whose *first user message* contains ``marker`` takes the next entry of
+that script (the first marker that matches, in insertion order); other requests take the
+main script.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -74,7 +82,7 @@ class Recorded:
         return list(self.body.get("messages") or [])
 
 
-Entry = Reply | Status | Hold
+Entry = Reply | Status | Hold | Callable[[dict[str, Any]], "Reply | Status | Hold"]
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -131,8 +139,11 @@ def _reply_chunks(reply: Reply) -> Iterator[dict[str, Any]]:
 class ModelServer:
     """``with ModelServer(script) as server:`` serves on ``server.base_url``."""
 
-    def __init__(self, script: Sequence[Entry]) -> None:
+    def __init__(
+        self, script: Sequence[Entry], *, by_prompt: dict[str, Sequence[Entry]] | None = None
+    ) -> None:
         self.script = list(script)
+        self.by_prompt = {k: list(v) for k, v in (by_prompt or {}).items()}
         self.requests: list[Recorded] = []
         self.holding = threading.Event()
         # Set when a held stream found its client gone (the client closed the response).
@@ -154,7 +165,11 @@ class ModelServer:
                     outer.requests.append(
                         Recorded(body, {k.lower(): v for k, v in self.headers.items()})
                     )
-                    entry = outer.script.pop(0) if outer.script else None
+                    queue = outer._queue_for(body)
+                    entry = queue.pop(0) if queue else None
+                if callable(entry):
+                    # A reply made from the request (e.g. naming an id the model was told).
+                    entry = entry(body)
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._error(404, "no such route")
                 elif entry is None:
@@ -211,6 +226,30 @@ class ModelServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _queue_for(self, body: dict[str, Any]) -> list[Entry]:
+        first = next(
+            (
+                m
+                for m in body.get("messages") or []
+                if isinstance(m, dict) and m.get("role") == "user"
+            ),
+            None,
+        )
+        content = str(first.get("content") or "") if first else ""
+        for marker, queue in self.by_prompt.items():
+            if marker in content:
+                return queue
+        return self.script
+
+    def requests_for(self, marker: str) -> list[Recorded]:
+        """The recorded requests whose first user message contains ``marker``."""
+        out = []
+        for request in self.requests:
+            users = [m for m in request.messages if m.get("role") == "user"]
+            if users and marker in str(users[0].get("content") or ""):
+                out.append(request)
+        return out
 
     @property
     def base_url(self) -> str:
