@@ -96,6 +96,8 @@ MAX_LIST = 500
 MAX_DESCENDANTS = 500
 _PACKAGE = "@deepseek-ai/dsh-tool-session-query"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT64 = 2**63 - 1
 _T = TypeVar("_T")
 
 
@@ -110,6 +112,8 @@ def fts_query(query: object) -> str:
             f"query must be at most {MAX_QUERY_CHARS} characters (got {len(query)})",
             "SESSION_QUERY_INVALID_QUERY",
         )
+    # Lone surrogates (legal in JSON strings) cannot be bound to SQLite: U+FFFD.
+    query = _SURROGATE.sub("\ufffd", query)
     words = [w for w in _CONTROL.sub(" ", query).split() if any(ch.isalnum() for ch in w)]
     if not words:
         raise SessionQueryError(
@@ -156,7 +160,7 @@ def _list(args: Any, name: str) -> list[str]:
             f"{name} must list at most {MAX_LIST} entries (got {len(values)})",
             "SESSION_QUERY_INVALID_ARGUMENT",
         )
-    return list(dict.fromkeys(values))
+    return list(dict.fromkeys(_SURROGATE.sub("\ufffd", v) for v in values))
 
 
 def _range(args: Any, low: str, high: str, *, time: bool) -> tuple[Any, Any]:
@@ -164,6 +168,9 @@ def _range(args: Any, low: str, high: str, *, time: bool) -> tuple[Any, Any]:
     if time:
         lo = None if lo is None else parse_time(lo, low)
         hi = None if hi is None else parse_time(hi, high)
+    else:  # SQLite integers are 64-bit; a bound past that range is the range's end
+        lo = None if lo is None else max(-_INT64, min(_INT64, lo))
+        hi = None if hi is None else max(-_INT64, min(_INT64, hi))
     if lo is not None and hi is not None and lo > hi:
         raise SessionQueryError(f"{low} must not be after {high}", "SESSION_QUERY_INVALID_ARGUMENT")
     return lo, hi

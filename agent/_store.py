@@ -1031,7 +1031,8 @@ class SessionStore:
 
     def event(self, viewer: Viewer, session_id: str, seq: int) -> EventRow:
         """Event ``seq`` of a visible session (not the caller's running step)."""
-        rows = self._events(session_id, "e.seq = ?", [seq])
+        # SQLite integers are 64-bit: a larger seq names no event (and cannot be bound).
+        rows = self._events(session_id, "e.seq = ?", [seq]) if 0 <= seq < 2**63 else []
         if not rows:
             raise SessionQueryError(
                 f"session {session_id} has no event seq {seq}", "SESSION_QUERY_EVENT_NOT_FOUND"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ class Lab:
         self,
         info: SessionInfo,
         prompt: str,
-        steps: list[list[tuple[str, dict[str, Any]]]] = (),  # type: ignore[assignment]
+        steps: Sequence[Sequence[tuple[str, dict[str, Any]]]] = (),
         *,
         final: str = "ok",
         path: Path | None = None,
@@ -382,6 +383,14 @@ async def test_hostile_queries_are_literal(lab: Lab) -> None:
     assert "seq 3 |" in results[11]
     assert "seq 1 |" in results[12]
     assert fts_query('a "b" c:d') == '"a" """b""" "c:d"'
+    [surrogate, big_seq, big_read] = await lab.ask(
+        ("session_search", {"query": "\ud800 walrus", "event_types": ["\udfff"]}),
+        ("session_search", {"query": "walrus", "session_ids": only, "event_seq_to": 10**30}),
+        ("session_event_read", {"session_id": info.id, "seq": 10**30}),
+    )
+    assert surrogate == "No prior session matches found."
+    assert "Session search results (1):" in big_seq
+    assert big_read == f"Error: session {info.id} has no event seq {10**30}"
     [blank, long_q, many] = await lab.ask(
         ("session_search", {"query": "   "}),
         ("session_search", {"query": "x" * 1001}),
@@ -697,3 +706,49 @@ async def test_store_listing_and_registration(lab: Lab, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs a SessionInfo"):
         lab.store.register(path, SessionInfo(id=""))
     assert (lab.folder / "registry.jsonl").read_text().count(info.id) == 1
+
+
+async def test_replacements_and_duplicate_records(lab: Lab) -> None:
+    info = lab.info(lab.ws_a, "states")
+    t = "2026-05-01T00:00:00.000Z"
+    write_session(
+        lab.folder / "states.db",
+        info,
+        [
+            _message(1, 0, t, "user", "plan the heron survey"),  # 1
+            {"type": "todo/write", "todos": [{"content": "count", "status": "pending"}]},  # 2
+            {"type": "todo/write", "todos": [{"content": "count", "status": "completed"}]},  # 3
+            {"type": "agent/session", **_camel(SessionInfo(id=info.id, title="impostor"))},  # 4
+            {"type": "agent/summary", "at": t, "text": "heron summary", "replacesEventSeqs": [1]},
+            {"type": "odd/event", "sourceEventSeqs": [99, -1, "x", 3]},  # 6: bad seqs ignored
+        ],
+    )
+    sid = info.id
+    old_todo, new_todo, dup, summary, odd, title = await lab.ask(
+        ("session_event_trace", {"session_id": sid, "seq": 2}),
+        ("session_event_trace", {"session_id": sid, "seq": 3}),
+        ("session_event_trace", {"session_id": sid, "seq": 4}),
+        ("session_event_trace", {"session_id": sid, "seq": 5}),
+        ("session_event_trace", {"session_id": sid, "seq": 6}),
+        ("session_trace", {"session_id": sid}),
+    )
+    at = f"| {t}"
+    assert old_todo.splitlines()[1:] == [
+        f"Event: seq 2 | todo/write | shadowed {at}",
+        "Replacements:",
+        f"- replaced by seq 3 | todo/write | log-only {at}",
+        "Relationships: none",
+    ]
+    assert f"- replaces seq 2 | todo/write | shadowed {at}" in new_todo
+    assert dup.splitlines()[1:3] == [
+        f"Event: seq 4 | agent/session | shadowed {at}",
+        "Replacements:",
+    ]
+    assert f"- replaced by seq 0 | agent/session | log-only | {info.created_at}" in dup
+    assert f"- replaces seq 1 | agent/message | shadowed {at}" in summary
+    assert odd.splitlines()[2:] == [
+        "Replacements: none",
+        "Relationships:",
+        f"- cites seq 3 | todo/write | log-only {at}",
+    ]
+    assert title.splitlines()[0] == f"Session {sid} — states"  # the first record wins
