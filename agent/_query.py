@@ -14,7 +14,8 @@ when empty; ``{event}`` is ``seq {s} | {type} | {surface} | {ISO}``; snippets ar
 of at most 240 UTF-16 units, summaries 160; ``↵`` is a newline):
 
 * ``session_search`` (``timeoutMs`` 30000; at most 100 sessions, each with its best
-  match): ``No prior session matches found.`` or ``Session search results ({n}):`` then
+  match: the best BM25 score, a tie going to a ``current`` message, then to the earlier
+  event; sessions ordered by that score): ``No prior session matches found.`` or ``Session search results ({n}):`` then
   per hit ``↵↵{i}. Session {id} — {title}↵   Created: {ISO}↵   Parent: {root|id|[outside
   workspace]}↵   Availability: {live, persisted|unavailable}↵   Best match: {event}↵
   Snippet: {snippet}``, and when capped ``↵↵Result cap reached. Narrow the query or add
@@ -225,7 +226,7 @@ def _parent(store: SessionStore, viewer: Viewer, record: SessionRecord) -> str:
 
 def _details(store: SessionStore, viewer: Viewer, record: SessionRecord) -> list[str]:
     return [
-        f"   Created: {record.created_at or 'unknown'}",
+        f"   Created: {_created(record) or record.created_at or 'unknown'}",
         f"   Parent: {_parent(store, viewer, record)}",
         f"   Availability: {_availability(record)}",
     ]
@@ -387,7 +388,8 @@ def build_session_query_tools(store: SessionStore) -> list[ToolDefinition]:
 
             def entry(r: SessionRecord, depth: int = 0) -> str:
                 return (
-                    f"{'  ' * depth}- {_header(r)} (Created: {r.created_at or 'unknown'}; "
+                    f"{'  ' * depth}- {_header(r)} "
+                    f"(Created: {_created(r) or r.created_at or 'unknown'}; "
                     f"Availability: {_availability(r)})"
                 )
 

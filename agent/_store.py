@@ -563,10 +563,16 @@ class SessionStore:
 
     # ------------------------------------------------------------------ listing
 
-    def sessions(self, *, refresh: bool = True) -> list[SessionRecord]:
-        """Every known session (newest first), after indexing what is new."""
+    def sessions(
+        self, *, workspace: str | os.PathLike[str] | None = None, refresh: bool = True
+    ) -> list[SessionRecord]:
+        """Every known session (newest first; only those of ``workspace``, compared as
+        resolved real paths, when given), after indexing what is new."""
         if refresh:
             self.refresh()
+        if workspace is not None:
+            wanted = _real(os.fspath(workspace))
+            return [r for r in self.sessions(refresh=False) if r.workspace_real == wanted]
         rows = self._guarded(
             lambda conn: conn.execute(
                 "SELECT sid, title, workspace, parent_id, created_at, path, status, ws_real"
@@ -962,6 +968,9 @@ class SessionStore:
 
         def run(conn: sqlite3.Connection) -> list[EventHit]:
             if cancel is not None:
+                if cancel.is_set():
+                    raise SessionQueryError("session query cancelled", "SESSION_QUERY_INDEX_ERROR")
+                # Checked every 1000 SQLite VM steps: a cancelled call stops promptly.
                 conn.set_progress_handler(lambda: 1 if cancel.is_set() else 0, 1000)
             conn.execute("CREATE TEMP TABLE wanted (sid TEXT PRIMARY KEY)")
             conn.executemany("INSERT OR IGNORE INTO wanted VALUES (?)", [(s,) for s in sessions])
@@ -984,22 +993,24 @@ class SessionStore:
                     where.append(f"{column} IN ({', '.join('?' * len(values))})")
                     params += list(values)
             base = (
-                "SELECT e.rowid AS rid, e.sid AS sid, e.seq AS seq, bm25(events_fts) AS rank"
-                " FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
+                "SELECT e.rowid AS rid, e.sid AS sid, e.seq AS seq, bm25(events_fts) AS rank,"
+                " CASE e.surface WHEN 'current' THEN 0 WHEN 'shadowed' THEN 1 ELSE 2 END"
+                " AS prio FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
                 f" WHERE {' AND '.join(where)}"
             )
             # MATERIALIZED: bm25() works only in the full-text query itself, so the
-            # grouping must not be flattened into it.
+            # ranking below must not be flattened into it. Equal scores prefer a
+            # conversation message, then the earlier event.
             if per_session:
-                # SQLite's bare columns: rid comes from the row holding MIN(rank).
                 sql = (
-                    f"WITH m AS MATERIALIZED ({base}) SELECT rid, MIN(rank) AS best FROM m"
-                    " GROUP BY sid ORDER BY best, sid LIMIT ?"
+                    f"WITH m AS MATERIALIZED ({base}), r AS (SELECT rid, rank, prio, seq,"
+                    " ROW_NUMBER() OVER (PARTITION BY sid ORDER BY rank, prio, seq) AS n"
+                    " FROM m) SELECT rid FROM r WHERE n = 1 ORDER BY rank, prio, seq LIMIT ?"
                 )
             else:
                 sql = (
-                    f"WITH m AS MATERIALIZED ({base}) SELECT rid, rank FROM m"
-                    " ORDER BY rank, seq LIMIT ?"
+                    f"WITH m AS MATERIALIZED ({base}) SELECT rid FROM m"
+                    " ORDER BY rank, prio, seq LIMIT ?"
                 )
             chosen = [r[0] for r in conn.execute(sql, [*params, limit]).fetchall()]
             if not chosen:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ from typing import Any
 import pytest
 
 from codemode.agent import Agent, ModelClient, ModelConfig, RetryPolicy
+from codemode.agent._errors import SessionQueryError
 from codemode.agent._query import CAP_TEXT, build_session_query_tools, fts_query
 from codemode.agent._session import SessionInfo, new_session_info
-from codemode.agent._store import MAX_EVENT_TEXT, SessionStore
+from codemode.agent._store import MAX_EVENT_TEXT, SessionStore, Viewer
 from codemode.engine import (
     AbortController,
     MemorySessionLog,
@@ -752,3 +754,56 @@ async def test_replacements_and_duplicate_records(lab: Lab) -> None:
         f"- cites seq 3 | todo/write | log-only {at}",
     ]
     assert title.splitlines()[0] == f"Session {sid} — states"  # the first record wins
+
+
+async def test_parallel_reads_two_stores_and_cancellation(lab: Lab) -> None:
+    info = lab.info(lab.ws_a, "shared")
+    await lab.run(info, "a puffin", [[("echo", {"text": "puffin echo"})]])
+    # The three safe tools run side by side in one step.
+    both = await lab.run(
+        lab.info(lab.ws_a, "reader"),
+        "read in parallel",
+        [
+            [
+                ("session_trace", {"session_id": info.id}),
+                ("session_event_trace", {"session_id": info.id, "seq": 4}),
+                ("session_event_read", {"session_id": info.id, "seq": 4}),
+            ]
+        ],
+    )
+    assert [r.splitlines()[0] for r in both] == [f"Session {info.id} — shared"] * 3
+    # A second store on the same folder (another process) continues the same index.
+    other = SessionStore(lab.folder)
+    assert {r.id for r in other.sessions()} == {r.id for r in lab.store.sessions()}
+    conn = sqlite3.connect(lab.folder / "index.db")
+    try:
+        dupes = conn.execute(
+            "SELECT count(*) FROM (SELECT sid, seq FROM events GROUP BY sid, seq HAVING count(*) > 1)"
+        ).fetchone()[0]
+        fts = conn.execute("SELECT count(*) FROM events_fts").fetchone()[0]
+        rows = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    finally:
+        conn.close()
+    assert dupes == 0 and fts == rows
+    # A copy of a session file in the folder is not a second session.
+    (lab.folder / "copy.db").write_bytes((lab.folder / "agent-1.db").read_bytes())
+    assert [r.path for r in other.sessions() if r.id == info.id] == [
+        str((lab.folder / "agent-1.db").resolve())
+    ]
+    # A symlink in the folder is not followed.
+    elsewhere = lab.tmp / "far.db"
+    write_session(elsewhere, lab.info(lab.ws_a, "far away"), [])
+    (lab.folder / "far.db").symlink_to(elsewhere)
+    assert "far away" not in {r.title for r in other.sessions()}
+    assert {r.title for r in other.sessions(workspace=lab.ws_b)} == set()
+    assert "shared" in {r.title for r in other.sessions(workspace=lab.ws_a)}
+    # A cancelled query stops with a coded error instead of running on.
+    cancel = threading.Event()
+    cancel.set()
+    viewer = Viewer(info.id, str(lab.ws_a.resolve()))
+    with pytest.raises(SessionQueryError) as caught:
+        other.search(
+            viewer, fts_query("puffin"), [info.id], per_session=False, limit=5, cancel=cancel
+        )
+    assert caught.value.code == "SESSION_QUERY_INDEX_ERROR"
+    assert caught.value.message == "session query cancelled"
