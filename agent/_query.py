@@ -203,12 +203,18 @@ def _title(record: SessionRecord) -> str:
     return single_line(record.title, TITLE_CHARS) or "(untitled)"
 
 
+def _sid(session_id: str) -> str:
+    # Ids and types come from session files: one line each, whatever a file holds.
+    return single_line(session_id, TITLE_CHARS)
+
+
 def _header(record: SessionRecord) -> str:
-    return f"Session {record.id} — {_title(record)}"
+    return f"Session {_sid(record.id)} — {_title(record)}"
 
 
 def _event(row: EventRow) -> str:
-    return f"seq {row.seq} | {row.type} | {row.surface} | {row.at or 'unknown'}"
+    kind = single_line(row.type, TITLE_CHARS)
+    return f"seq {row.seq} | {kind} | {row.surface} | {row.at or 'unknown'}"
 
 
 def _availability(record: SessionRecord) -> str:
@@ -221,7 +227,7 @@ def _parent(store: SessionStore, viewer: Viewer, record: SessionRecord) -> str:
     parent = store.known(record.parent_id)
     if parent is not None and not viewer.sees(parent):
         return "[outside workspace]"
-    return single_line(record.parent_id, TITLE_CHARS)
+    return _sid(record.parent_id)
 
 
 def _details(store: SessionStore, viewer: Viewer, record: SessionRecord) -> list[str]:

@@ -618,7 +618,7 @@ class SessionStore:
                 if agent is not None:
                     self._sync_memory(conn, sid, agent)
             else:
-                self._sync_file(conn, sid, path)
+                self._sync_file(conn, sid, path, cancel)
 
     def _scan(self, conn: sqlite3.Connection) -> None:
         try:
@@ -671,7 +671,13 @@ class SessionStore:
                     conn.execute("ROLLBACK")
                 raise
 
-    def _sync_file(self, conn: sqlite3.Connection, sid: str, path: str) -> None:
+    def _sync_file(
+        self,
+        conn: sqlite3.Connection,
+        sid: str,
+        path: str,
+        cancel: threading.Event | None = None,
+    ) -> None:
         sig = _sig(path)
         row = conn.execute(
             "SELECT sig, status, indexed_seq, tail_hash FROM sessions WHERE sid = ?", (sid,)
@@ -694,6 +700,11 @@ class SessionStore:
                         conn.execute("COMMIT")
                         indexed = -1
                 while True:
+                    if cancel is not None and cancel.is_set():
+                        # Batches already indexed are kept: the next refresh goes on.
+                        raise SessionQueryError(
+                            "session query cancelled", "SESSION_QUERY_INDEX_ERROR"
+                        )
                     batch = log.execute(
                         "SELECT seq, type, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                         (indexed, _BATCH),

@@ -807,3 +807,32 @@ async def test_parallel_reads_two_stores_and_cancellation(lab: Lab) -> None:
         )
     assert caught.value.code == "SESSION_QUERY_INDEX_ERROR"
     assert caught.value.message == "session query cancelled"
+
+
+async def test_hostile_session_records(lab: Lab) -> None:
+    ws = str(lab.ws_a)
+    t = "2026-06-01T00:00:00.000Z"
+    one = SessionInfo("ses-cycle-1", "one", ws, "ses-cycle-2", t)
+    two = SessionInfo("ses-cycle-2", "two", ws, "ses-cycle-1", t)
+    evil = SessionInfo("ses-evil\n   Availability: live", "evil\ntitle\x1b[2J", ws, None, t)
+    for info in (one, two, evil):
+        write_session(lab.folder / f"{len(info.title)}-{info.title[:3]}.db", info, [
+            {"type": "weird\ntype", "at": t, "text": "mongoose"},
+        ])  # fmt: skip
+    trace, found = await lab.ask(
+        ("session_trace", {"session_id": one.id}),
+        ("session_search", {"query": "mongoose", "session_ids": [evil.id]}),
+    )
+    assert trace.splitlines()[4:] == [
+        "Ancestors:",
+        f"- Session ses-cycle-2 — two (Created: {t}; Availability: persisted)",
+        "- Session ses-cycle-1 — [lineage cycle]",
+        "Descendants:",
+        f"- Session ses-cycle-2 — two (Created: {t}; Availability: persisted)",
+    ]
+    assert found.splitlines()[2:5] == [
+        "1. Session ses-evil Availability: live — evil title [2J",
+        f"   Created: {t}",
+        "   Parent: root",
+    ]
+    assert "   Best match: seq 1 | weird type | log-only |" in found
