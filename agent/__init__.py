@@ -7,8 +7,12 @@ Layout: ``_model`` (``ModelClient``: streamed OpenAI-compatible Chat Completions
 the official ``openai`` SDK, tool-call deltas assembled by index, usage, our own retry
 policy, cancellation), ``_loop`` (``Agent``: the turn loop over a ``ToolRuntime`` in
 native, code or both mode, with deferred contexts, ``concludeTurn``, a step limit and an
-abort signal), ``_session`` (the ``agent/*`` events in the ``SessionLog`` and rebuilding a
-conversation from them for ``--resume``).
+abort signal; continuation sources that start turns on their own; ``agent_for(scope)``),
+``_session`` (the ``agent/*`` events in the ``SessionLog``, ``SessionInfo``, rebuilding a
+conversation from them for ``--resume``), ``_errors`` (the agent-bound tools' coded
+errors), ``_goal`` (goals and goal rounds), ``_schedule``/``_schedule_time`` (reminders, their
+selectors and delivery), ``_host`` (``agent_tools`` and
+``enable_services``: what ``codemode agent`` composes).
 
 Embedding::
 
@@ -46,11 +50,23 @@ SDK in its system prompt.
 
 from __future__ import annotations
 
+from ._errors import GoalError as GoalError
+from ._errors import SessionQueryError as SessionQueryError
+from ._goal import Goal as Goal
+from ._goal import GoalService as GoalService
+from ._goal import build_goal_tools as build_goal_tools
+from ._goal import enable_goals as enable_goals
+from ._host import agent_tools as agent_tools
+from ._host import enable_services as enable_services
 from ._loop import BASE_PROMPT as BASE_PROMPT
 from ._loop import Agent as Agent
 from ._loop import AgentEvent as AgentEvent
+from ._loop import Continuation as Continuation
+from ._loop import ContinuationSource as ContinuationSource
 from ._loop import TurnHook as TurnHook
+from ._loop import TurnOrigin as TurnOrigin
 from ._loop import TurnOutcome as TurnOutcome
+from ._loop import agent_for as agent_for
 from ._loop import chat_tool as chat_tool
 from ._loop import content_text as content_text
 from ._model import INSTALL_HINT as INSTALL_HINT
@@ -62,14 +78,24 @@ from ._model import ModelReply as ModelReply
 from ._model import ModelToolCallRequest as ModelToolCallRequest
 from ._model import RetryPolicy as RetryPolicy
 from ._model import Usage as Usage
+from ._schedule import ScheduleService as ScheduleService
+from ._schedule import build_schedule_tools as build_schedule_tools
+from ._schedule import enable_schedules as enable_schedules
 from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
+from ._session import SessionInfo as SessionInfo
 from ._session import load_conversation as load_conversation
+from ._session import new_session_info as new_session_info
 
 __all__ = [
     "Agent",
     "AgentEvent",
     "BASE_PROMPT",
     "ChatMessage",
+    "Continuation",
+    "ContinuationSource",
+    "Goal",
+    "GoalError",
+    "GoalService",
     "INSTALL_HINT",
     "INTERRUPTED_TOOL_TEXT",
     "ModelClient",
@@ -78,10 +104,22 @@ __all__ = [
     "ModelReply",
     "ModelToolCallRequest",
     "RetryPolicy",
+    "ScheduleService",
+    "SessionInfo",
+    "SessionQueryError",
     "TurnHook",
+    "TurnOrigin",
     "TurnOutcome",
     "Usage",
+    "agent_for",
+    "agent_tools",
+    "build_goal_tools",
+    "build_schedule_tools",
     "chat_tool",
     "content_text",
+    "enable_goals",
+    "enable_schedules",
+    "enable_services",
     "load_conversation",
+    "new_session_info",
 ]

@@ -105,7 +105,9 @@ class ContinuationSource(Protocol):
 
     ``Agent.run`` asks each source, in order, after every turn that ended normally; the
     first ``Continuation`` returned starts the next turn. A source does its own
-    bookkeeping (a goal counts the round) before returning.
+    bookkeeping (a goal counts the round) before returning. A source that comes due by
+    time also has ``next_due_in() -> float | None`` (seconds, 0 when due; see
+    ``Agent.due_in``).
     """
 
     async def next_continuation(
@@ -281,7 +283,11 @@ class Agent:
         await self._log.append(message_event(message, turn=self.turn, step=step))
 
     async def run(
-        self, prompt: str | None, *, signal: AbortSignal | None = None
+        self,
+        prompt: str | None,
+        *,
+        signal: AbortSignal | None = None,
+        origin: TurnOrigin | None = None,
     ) -> list[TurnOutcome]:
         """Run ``prompt``'s turn, then every turn the ``sources`` continue with.
 
@@ -289,10 +295,11 @@ class Agent:
         the first continuation is injected as a context message and runs as the next turn
         (with its own origin). It stops when no source continues, or at a turn that did not
         end normally (interrupted, error, step limit): a stopped goal round does not start
-        the next one. Returns every turn's outcome, the first one's included.
+        the next one. Returns every turn's outcome, the first one's included. ``origin`` is
+        the first turn's (see ``run_turn``).
         """
         signal = signal or AbortController().signal
-        outcomes = [await self.run_turn(prompt, signal=signal)]
+        outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
         while outcomes[-1].ok and not signal.aborted:
             follow = await self.next_continuation(outcomes[-1])
             if follow is None:
@@ -300,6 +307,38 @@ class Agent:
             self.inject(follow.prompt)
             outcomes.append(await self.run_turn(None, signal=signal, origin=follow.origin))
         return outcomes
+
+    def due_in(self) -> float | None:
+        """Seconds until a source wants to start a turn on its own (0: now), or ``None``.
+
+        Sources that come due by time (schedules) say so through an optional
+        ``next_due_in()`` method; a host waiting for the user's next prompt waits at most
+        this long and then calls ``run_due``.
+        """
+        times = [
+            t
+            for source in self.sources
+            if (probe := getattr(source, "next_due_in", None)) is not None
+            and (t := probe()) is not None
+        ]
+        return max(0.0, min(times)) if times else None
+
+    async def run_due(self, *, signal: AbortSignal | None = None) -> list[TurnOutcome]:
+        """While idle: run what a time-bound source has due now (and what continues it).
+
+        Only sources whose ``next_due_in()`` is 0 are asked, so an idle session does not
+        start goal rounds the user stopped; returns ``[]`` when nothing was due.
+        """
+        idle = TurnOutcome(self.turn, "done", "", 0, Usage(), origin="host")
+        for source in list(self.sources):
+            probe = getattr(source, "next_due_in", None)
+            if probe is None or probe() != 0:
+                continue
+            follow = await source.next_continuation(self, idle)
+            if follow is not None:
+                self.inject(follow.prompt)
+                return await self.run(None, signal=signal, origin=follow.origin)
+        return []
 
     async def next_continuation(self, last: TurnOutcome) -> Continuation | None:
         """The first continuation any source offers after ``last`` (see ``run``)."""

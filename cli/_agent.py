@@ -8,8 +8,14 @@ Ctrl-C at the prompt exits (``130``). ``SIGTERM``/``SIGHUP`` stop everything (``
 
 Output: streamed text on stdout, the tool calls as presentation cards (as ``codemode log``
 draws them) and a spinner on stderr; ``--json`` prints one JSON object per line on stdout
-instead: ``session``, ``turn-start``, ``text``, ``tool-call``, ``tool-result``,
-``context``, ``turn-end`` (with the turn's and the session's usage).
+instead: ``session`` (id, path), ``turn-start`` (with its ``origin``: ``user``, ``goal``,
+``schedule``), ``text``, ``tool-call``, ``tool-result``, ``context``, ``goal`` (the goal's
+value after every change), ``turn-end`` (with the turn's and the session's usage).
+
+After a turn ends normally the session may continue on its own: goal rounds while a goal
+set with ``create_goal`` is active (``--max-goal-rounds``), and reminders set with
+``schedule_create`` when they come due (in an interactive session also while it waits for
+the next prompt).
 
 Every message and tool event goes to a session file (``--session FILE``, else a new file
 under the private state parent, named on stderr); ``--resume FILE`` continues one. The
@@ -23,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
 import shutil
 import signal
@@ -47,7 +54,11 @@ from codemode.agent import (
     ModelConfig,
     ModelError,
     RetryPolicy,
+    TurnOrigin,
     TurnOutcome,
+    agent_tools,
+    enable_services,
+    new_session_info,
 )
 from codemode.engine import AbortController, SqliteSessionLog, ToolRuntime
 from codemode.engine.policies import TimeoutPolicy
@@ -145,6 +156,15 @@ class _RichView:
             for entry in collect_calls(event["events"]):
                 _err.print(_panel(entry))
             self._spin("thinking…")
+        elif kind == "goal":
+            self._stop()
+            goal = event.get("goal") or {}
+            line = (
+                f"goal {goal.get('id')} · {goal.get('phase')} · round "
+                f"{goal.get('roundsStarted')} of {goal.get('maxGoalRounds')} · "
+                f"{event.get('activation')}"
+            )
+            _err.print(f"[cyan]{escape(visible(line))}[/]")
         elif kind == "context":
             self._stop()
             _err.print(f"[dim]context: {escape(visible(str(event['content'])))}[/]")
@@ -218,6 +238,7 @@ class _Options:
     session: Path
     resume: bool
     as_json: bool
+    max_goal_rounds: int
 
 
 class _Control:
@@ -240,10 +261,15 @@ class _Control:
         self.main.cancel()
 
 
-async def _turn(agent: Agent, control: _Control, prompt: str | None) -> TurnOutcome:
+async def _turn(
+    agent: Agent, control: _Control, prompt: str | None, origin: TurnOrigin | None = None
+) -> TurnOutcome:
+    """Run ``prompt``'s turn and whatever continues it (goal rounds, due reminders); the
+    outcome that decides is the last one (the first that did not end normally)."""
     control.turn = AbortController()
     try:
-        return await agent.run_turn(prompt, signal=control.turn.signal)
+        outcomes = await agent.run(prompt, signal=control.turn.signal, origin=origin)
+        return outcomes[-1]
     finally:
         control.turn = None
 
@@ -261,6 +287,8 @@ async def _session(opts: _Options, control: _Control) -> int:
         await install_builtin_tools(
             stack, runtime, opts.workspace, state_dir, interactive=_stdin_is_terminal()
         )
+        for tool in agent_tools():
+            runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(
             ModelClient(opts.config, api_key=opts.api_key, key_source=opts.key_source)
@@ -271,11 +299,20 @@ async def _session(opts: _Options, control: _Control) -> int:
             client,
             max_steps=opts.max_steps,
             on_event=view.on_event,
+            session=new_session_info(workspace=str(opts.workspace)),
         )
         restored = agent.resume() if opts.resume else 0
+        enable_services(agent, max_goal_rounds=opts.max_goal_rounds)
         if opts.as_json:
             assert isinstance(view, _JsonView)
-            view.write({"type": "session", "path": str(opts.session), "restored": restored})
+            view.write(
+                {
+                    "type": "session",
+                    "id": agent.session_id,
+                    "path": str(opts.session),
+                    "restored": restored,
+                }
+            )
         else:
             resumed = f", {restored} message(s) restored" if opts.resume else ""
             view.note(f"session: {opts.session}{resumed} (continue with --resume)")
@@ -286,13 +323,36 @@ async def _session(opts: _Options, control: _Control) -> int:
                 return 130
             return 0 if outcome.ok else 1
         lines = _Lines(sys.stdin.fileno())
+        prompted = False
+        floor = 0.0
         while True:
-            view.prompt()
+            if not prompted:
+                view.prompt()
+                prompted = True
+            due = agent.due_in()
+            if due is not None:
+                due = max(due, floor)
+            line: str | _Due | None = _DUE
             try:
-                line = await lines.readline()
+                # Waiting for the next prompt, but a reminder that comes due runs on time.
+                with anyio.move_on_after(math.inf if due is None else due):
+                    line = await lines.readline()
             except ValueError as exc:
                 view.note(str(exc))
                 return 1
+            if isinstance(line, _Due):
+                outcomes: list[TurnOutcome] = []
+                if agent.due_in() == 0:
+                    view.note("a scheduled reminder came due")
+                    outcomes = await _run_due(agent, control)
+                    if outcomes and outcomes[-1].reason == "interrupted":
+                        view.note("turn stopped; the session is kept")
+                # A source that says "due" but starts nothing must not spin the loop.
+                floor = 0.0 if outcomes else 1.0
+                prompted = bool(prompted and not outcomes)
+                continue
+            floor = 0.0
+            prompted = False
             if line is None:
                 if not opts.as_json:
                     sys.stdout.write("\n")
@@ -306,6 +366,21 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
     return 0  # pragma: no cover - the loop returns
+
+
+class _Due:
+    """The idle wait ended because a reminder came due, not with a line."""
+
+
+_DUE = _Due()
+
+
+async def _run_due(agent: Agent, control: _Control) -> list[TurnOutcome]:
+    control.turn = AbortController()
+    try:
+        return await agent.run_due(signal=control.turn.signal)
+    finally:
+        control.turn = None
 
 
 def _stdin_is_terminal() -> bool:
@@ -448,6 +523,15 @@ def agent_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the events as JSON lines on stdout.")
     ] = False,
+    max_goal_rounds: Annotated[
+        int,
+        typer.Option(
+            "--max-goal-rounds",
+            min=1,
+            metavar="N",
+            help="Automatic goal rounds a new goal may run when the model sets no limit.",
+        ),
+    ] = 20,
 ) -> None:
     """Run a model agent over the built-in tools (any OpenAI-compatible Chat Completions server)."""
     from ._app import _check_session_path, _check_workspace
@@ -498,6 +582,7 @@ def agent_command(
         session=path,
         resume=resume is not None,
         as_json=as_json,
+        max_goal_rounds=max_goal_rounds,
     )
     try:
         code, stopped_by = anyio.run(_main, opts)

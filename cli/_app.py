@@ -444,11 +444,18 @@ def list_tools(
         ),
     ] = False,
 ) -> None:
-    """List the built-in tool catalog and when each tool may run in parallel."""
+    """List the built-in tool catalog (with the agent-bound tools of ``codemode agent``) and
+    when each tool may run in parallel."""
     ws = _check_workspace(workspace)
 
     async def collect() -> list[dict[str, Any]]:
         async with open_invocation(ws, "python", sandbox=False) as invocation:
+            # The agent-bound rows too (goals, schedules, session queries): `codemode agent`
+            # serves them; elsewhere no agent drives the scope and they say so when called.
+            from codemode.agent import agent_tools
+
+            for tool in agent_tools():
+                invocation.runtime.register(tool)
             return catalog_entries(invocation.runtime, invocation.agent)
 
     entries = _run_async(collect)

@@ -183,7 +183,14 @@ def test_resume_sends_the_earlier_messages(ws: Path, tmp_path: Path) -> None:
             _argv(server, ws, "and now?", "--mode", "native", "--resume", str(session), "--json")
         )
     assert second.returncode == 0, second.stderr
-    assert _events(second.stdout)[0] == {"type": "session", "path": str(session), "restored": 4}
+    recorded = [e for e in SqliteSessionLog.read(session) if e["type"] == "agent/session"]
+    assert len(recorded) == 1 and recorded[0]["id"].startswith("ses-")
+    assert _events(second.stdout)[0] == {
+        "type": "session",
+        "id": recorded[0]["id"],
+        "path": str(session),
+        "restored": 4,
+    }
     sent = server.requests[2].messages
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
     assert sent[1]["content"] == "what is in notes?"

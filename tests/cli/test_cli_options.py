@@ -37,6 +37,12 @@ PACKAGES = {
         f"terminal_{verb}": "@deepseek-ai/dsh-tool-terminal"
         for verb in ("open", "send", "read", "signal", "list", "close")
     },
+    # The agent-bound rows `codemode agent` serves.
+    **{name: "@deepseek-ai/dsh-tool-goal" for name in ("create_goal", "get_goal", "update_goal")},
+    **{
+        name: "@deepseek-ai/dsh-schedule"
+        for name in ("schedule_create", "schedule_list", "schedule_delete")
+    },
 }
 
 

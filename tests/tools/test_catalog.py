@@ -60,23 +60,35 @@ PART_TWO = {
 }
 
 
-# The agent-bound rows (goals, schedules, session queries): packaged here, built by
-# codemode.agent (tests/agent/test_agent_catalog.py checks the tools themselves).
-AGENT_BOUND = {
-    ("@deepseek-ai/dsh-tool-goal", name) for name in ("create_goal", "get_goal", "update_goal")
-} | {
-    ("@deepseek-ai/dsh-schedule", name)
-    for name in ("schedule_create", "schedule_list", "schedule_delete")
-} | {
-    ("@deepseek-ai/dsh-tool-session-query", name)
-    for name in (
-        "session_search",
-        "session_event_search",
-        "session_trace",
-        "session_event_trace",
-        "session_event_read",
-    )
-}
+# The agent-bound rows (goals, schedules, session queries, subagents): packaged here, built
+# by codemode.agent (its tests check the tools against these entries).
+AGENT_BOUND = (
+    {("@deepseek-ai/dsh-tool-goal", name) for name in ("create_goal", "get_goal", "update_goal")}
+    | {
+        ("@deepseek-ai/dsh-schedule", name)
+        for name in ("schedule_create", "schedule_list", "schedule_delete")
+    }
+    | {
+        ("@deepseek-ai/dsh-tool-session-query", name)
+        for name in (
+            "session_search",
+            "session_event_search",
+            "session_trace",
+            "session_event_trace",
+            "session_event_read",
+        )
+    }
+    | {
+        # Subagents and workflows.
+        ("@deepseek-ai/dsh-tool-subagent", "subagent"),
+        ("@deepseek-ai/dsh-tool-subagent-control", "list_agents"),
+        ("@deepseek-ai/dsh-tool-subagent-control", "send_message"),
+        ("@deepseek-ai/dsh-tool-subagent-control", "interrupt_agent"),
+        ("@deepseek-ai/dsh-tool-subagent-report", "report"),
+        ("@deepseek-ai/dsh-tool-workflow", "workflow"),
+        ("@deepseek-ai/dsh-tool-ralph", "ralph"),
+    }
+)
 
 
 def _packaged_all() -> dict[tuple[str, str], dict[str, object]]:

@@ -1,0 +1,240 @@
+"""``codemode agent`` with the agent-bound tools (goals, schedules, session queries): a real
+process, the real openai client and the scripted loopback model server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from codemode.engine import SqliteSessionLog
+from tests.agent.model_server import Call, ModelServer, Reply
+from tests.cli.test_cli_agent import (
+    _WAIT_S,
+    _argv,
+    _as_from_a_terminal,
+    _env,
+    _events,
+    _run,
+    _wait_for,
+)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "todo.txt").write_text("1. write docs\n", encoding="utf-8")
+    return workspace
+
+
+def _args(**values: object) -> list[str]:
+    return [json.dumps(values)]
+
+
+@pytest.mark.parametrize("mode", ["native", "code"])
+def test_one_shot_goal_runs_rounds_to_completion(ws: Path, tmp_path: Path, mode: str) -> None:
+    complete = _args(goal_id="goal-1", revision=1, action="complete")
+    if mode == "native":
+        create = Call("c1", "create_goal", _args(objective="finish the todo list"))
+        work = Call("c2", "write", _args(file_path="done.txt", content="done\n"))
+        finish = Call("c3", "update_goal", complete)
+    else:
+        work = Call(
+            "c2",
+            "run_code",
+            _args(
+                description="work",
+                code="return await tools.write(file_path='done.txt', content='done\\n')",
+            ),
+        )
+        create = Call(
+            "c1",
+            "run_code",
+            _args(
+                description="set the goal",
+                code="return await tools.create_goal(objective='finish the todo list')",
+            ),
+        )
+        finish = Call(
+            "c3",
+            "run_code",
+            _args(
+                description="complete it",
+                code=(
+                    "g = (await tools.get_goal())['goal']\n"
+                    "return await tools.update_goal("
+                    "goal_id=g['id'], revision=g['revision'], action='complete')"
+                ),
+            ),
+        )
+    script = [
+        Reply(calls=[create]),
+        Reply(text=["Goal set."]),
+        Reply(calls=[work]),
+        Reply(text=["Wrote it."]),
+        Reply(calls=[finish]),
+        Reply(text=["The todo list is finished."]),
+    ]
+    session = tmp_path / "s.db"
+    with ModelServer(script) as server:
+        proc = _run(
+            _argv(
+                server,
+                ws,
+                "work through todo.txt",
+                "--mode",
+                mode,
+                "--session",
+                str(session),
+                "--json",
+            )
+        )
+    assert proc.returncode == 0, proc.stderr
+    events = _events(proc.stdout)
+    ends = [e for e in events if e["type"] == "turn-end"]
+    assert [e["reason"] for e in ends] == ["done", "done", "done"]
+    starts = [e["origin"] for e in events if e["type"] == "turn-start"]
+    assert starts == ["user", "goal", "goal"]
+    goals = [e for e in events if e["type"] == "goal"]
+    assert [g["goal"]["phase"] for g in goals] == ["active", "active", "active", "complete"]
+    assert goals[-1]["activation"] == "disarmed"
+    assert (ws / "done.txt").read_text() == "done\n"
+    # The round prompt reached the model as a context message.
+    assert server.requests[2].messages[-1]["content"].startswith("[goal round 1 of 20]")
+    assert ends[-1]["text"] == "The todo list is finished."
+    stored = [e for e in SqliteSessionLog.read(session) if e["type"] == "agent/goal"]
+    assert stored[-1]["goal"]["phase"] == "complete"
+
+
+def test_typescript_program_reads_and_sets_the_goal(ws: Path, tmp_path: Path) -> None:
+    program = (
+        "const made = await tools.create_goal({objective: 'ship 1.0', max_goal_rounds: 1});\n"
+        "const read = await tools.get_goal({});\n"
+        "return [made.goal.id, read.goal.maxGoalRounds, read.activation];"
+    )
+    script = [
+        Reply(calls=[Call("c1", "run_code", _args(description="goal", code=program))]),
+        Reply(text=["Set."]),
+        Reply(text=["Round one."]),
+    ]
+    with ModelServer(script) as server:
+        proc = _run(
+            _argv(
+                server,
+                ws,
+                "ship it",
+                "--mode",
+                "both",
+                "--lang",
+                "typescript",
+                "--session",
+                str(tmp_path / "s.db"),
+                "--json",
+            )
+        )
+    assert proc.returncode == 0, proc.stderr
+    results = [e for e in _events(proc.stdout) if e["type"] == "tool-result"]
+    assert json.loads(results[0]["content"]) == ["goal-1", 1, "armed"]
+    # Both mode: the native goal tools are offered next to run_code.
+    names = {t["function"]["name"] for t in server.requests[0].body["tools"]}
+    assert {"run_code", "create_goal", "get_goal", "update_goal"} <= names
+    goals = [e for e in _events(proc.stdout) if e["type"] == "goal"]
+    assert goals[-1]["goal"]["blockedReason"]["code"] == "max_goal_rounds"
+
+
+def test_a_reminder_fires_in_a_live_interactive_session(ws: Path, tmp_path: Path) -> None:
+    create = _args(prompt="check the build", after_seconds=1)
+    script = [
+        Reply(calls=[Call("s1", "schedule_create", create)]),
+        Reply(text=["I will check in a second."]),
+        Reply(text=["The build is green."]),
+    ]
+    with ModelServer(script) as server:
+        argv = _argv(server, ws, "--mode", "native", "--json", "--session", str(tmp_path / "s.db"))
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            preexec_fn=_as_from_a_terminal,
+        )
+        try:
+            assert child.stdin is not None
+            child.stdin.write("remind me to check the build\n")
+            child.stdin.flush()
+            # Nothing more is typed: the reminder starts the next turn on its own.
+            _wait_for(lambda: len(server.requests) >= 3, "the reminder's turn")
+            # End of input (communicate closes stdin): the session ends once the turn has.
+            out, err = child.communicate(timeout=_WAIT_S)
+        finally:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    events = _events(out)
+    assert [e["origin"] for e in events if e["type"] == "turn-start"] == ["user", "schedule"]
+    created = json.loads(next(e for e in events if e["type"] == "tool-result")["content"])
+    assert created["id"] == "schedule-1" and created["state"] == "scheduled"
+    reminder = server.requests[2].messages[-1]
+    assert reminder["role"] == "user"
+    assert reminder["content"].startswith("[Scheduled reminder]")
+    assert '"check the build"' in reminder["content"]
+    assert [e["text"] for e in events if e["type"] == "turn-end"][-1] == "The build is green."
+
+
+def test_overdue_reminders_batch_into_one_turn_on_resume(ws: Path, tmp_path: Path) -> None:
+    session = tmp_path / "s.db"
+    first = [
+        Reply(
+            calls=[
+                Call("s1", "schedule_create", _args(prompt="water the plants", after_seconds=1)),
+                Call("s2", "schedule_create", _args(prompt="stretch", after_seconds=1)),
+                Call("s3", "schedule_create", _args(prompt="much later", after_seconds=86400)),
+            ]
+        ),
+        Reply(text=["Three reminders set."]),
+    ]
+    with ModelServer(first) as server:
+        proc = _run(
+            _argv(server, ws, "set reminders", "--mode", "native", "--session", str(session))
+        )
+    assert proc.returncode == 0, proc.stderr
+    # Both short reminders come due while no process runs the session.
+    _wait_for(lambda: time.time() > _created_at(session) + 1.5, "the reminders to come due")
+    second = [
+        Reply(calls=[Call("l1", "schedule_list")]),
+        Reply(text=["Two are overdue."]),
+        Reply(text=["Done both."]),
+    ]
+    with ModelServer(second) as server:
+        proc = _run(
+            _argv(server, ws, "what is pending?", "--mode", "native", "--resume", str(session))
+        )
+        requests = server.requests
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads([m for m in requests[1].messages if m["role"] == "tool"][-1]["content"])
+    assert [(v["id"], v["state"]) for v in listed] == [
+        ("schedule-1", "overdue"),
+        ("schedule-2", "overdue"),
+        ("schedule-3", "scheduled"),
+    ]
+    # One batched delivery after the prompt's turn, both overdue reminders in it.
+    assert len(requests) == 3
+    batch = requests[2].messages[-1]["content"]
+    assert batch.startswith("[Scheduled reminders] 2 reminders")
+    assert '"water the plants"' in batch and '"stretch"' in batch and "much later" not in batch
+
+
+def _created_at(session: Path) -> float:
+    import datetime
+
+    [first] = [e for e in SqliteSessionLog.read(session) if e["type"] == "agent/schedule-create"][
+        :1
+    ]
+    stamp = str(first["createdAt"]).replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(stamp).timestamp()
