@@ -413,7 +413,14 @@ class SessionStore:
         with self._lock:
             try:
                 self._init_index()
-            except (sqlite3.DatabaseError, _Stale):
+            except _Stale:
+                self._rebuild()
+            except sqlite3.DatabaseError as exc:
+                if not _corrupt(exc):
+                    # Locked for too long, unreadable, a full disk: not ours to delete.
+                    raise ValueError(
+                        f"cannot open the session index {self.index_path}: {exc}"
+                    ) from None
                 self._rebuild()
 
     def _init_index(self) -> None:
