@@ -28,7 +28,10 @@ class GoalError(HarnessError):
 
 
 class SessionQueryError(HarnessError):
-    """A session-query failure; ``code`` is one of the ``SESSION_QUERY_*`` codes."""
+    """A session-query failure; ``code`` is one of the ``SESSION_QUERY_*`` codes:
+    ``NO_AGENT``, ``INVALID_QUERY``, ``INVALID_TIME``, ``INVALID_ARGUMENT``,
+    ``SESSION_NOT_FOUND``, ``EVENT_NOT_FOUND``, ``UNAVAILABLE``, ``INDEX_ERROR`` (each
+    prefixed ``SESSION_QUERY_``; what each means is in ``agent/_query.py``)."""
 
     family = "SESSION_QUERY_"
     code = "SESSION_QUERY_ERROR"
