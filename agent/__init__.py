@@ -12,7 +12,8 @@ abort signal; continuation sources that start turns on their own; ``agent_for(sc
 conversation from them for ``--resume``), ``_errors`` (the agent-bound tools' coded
 errors), ``_goal`` (goals and goal rounds), ``_schedule``/``_schedule_time`` (reminders, their
 selectors and delivery), ``_host`` (``agent_tools`` and
-``enable_services``: what ``codemode agent`` composes), ``_children`` (``ChildHost``: the
+``enable_services``: what ``codemode agent`` composes), ``_store`` (``SessionStore``: session files
+and their FTS5 index), ``_query`` (the session-query tools), ``_children`` (``ChildHost``: the
 child-agent kernel), ``_subagent`` (subagent tools and the tree's registry).
 
 Embedding::
@@ -83,6 +84,7 @@ from ._model import ModelReply as ModelReply
 from ._model import ModelToolCallRequest as ModelToolCallRequest
 from ._model import RetryPolicy as RetryPolicy
 from ._model import Usage as Usage
+from ._query import build_session_query_tools as build_session_query_tools
 from ._schedule import ScheduleService as ScheduleService
 from ._schedule import build_schedule_tools as build_schedule_tools
 from ._schedule import enable_schedules as enable_schedules
@@ -90,6 +92,8 @@ from ._session import INTERRUPTED_TOOL_TEXT as INTERRUPTED_TOOL_TEXT
 from ._session import SessionInfo as SessionInfo
 from ._session import load_conversation as load_conversation
 from ._session import new_session_info as new_session_info
+from ._store import SessionRecord as SessionRecord
+from ._store import SessionStore as SessionStore
 from ._subagent import SubagentConfig as SubagentConfig
 from ._subagent import Subagents as Subagents
 from ._subagent import build_subagent_tools as build_subagent_tools
@@ -119,6 +123,8 @@ __all__ = [
     "ScheduleService",
     "SessionInfo",
     "SessionQueryError",
+    "SessionRecord",
+    "SessionStore",
     "SubagentConfig",
     "SubagentError",
     "Subagents",
@@ -130,6 +136,7 @@ __all__ = [
     "agent_tools",
     "build_goal_tools",
     "build_schedule_tools",
+    "build_session_query_tools",
     "build_subagent_tools",
     "chat_tool",
     "content_text",

@@ -54,6 +54,7 @@ from codemode.agent import (
     ModelConfig,
     ModelError,
     RetryPolicy,
+    SessionStore,
     TurnOrigin,
     TurnOutcome,
     agent_tools,
@@ -239,6 +240,7 @@ class _Options:
     resume: bool
     as_json: bool
     max_goal_rounds: int
+    folder: Path
 
 
 class _Control:
@@ -284,10 +286,11 @@ async def _session(opts: _Options, control: _Control) -> int:
             code_runtime = await stack.enter_async_context(_code_runtime(opts.language, CLI_LIMITS))
         runtime = ToolRuntime(mode=opts.mode, code_runtime=code_runtime)
         TimeoutPolicy().install(runtime)
-        await install_builtin_tools(
+        jobs = await install_builtin_tools(
             stack, runtime, opts.workspace, state_dir, interactive=_stdin_is_terminal()
         )
-        for tool in agent_tools():
+        store = SessionStore(opts.folder)
+        for tool in agent_tools(store):
             runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(
@@ -302,7 +305,17 @@ async def _session(opts: _Options, control: _Control) -> int:
             session=new_session_info(workspace=str(opts.workspace)),
         )
         restored = agent.resume() if opts.resume else 0
-        enable_services(agent, max_goal_rounds=opts.max_goal_rounds)
+        subagents = enable_services(
+            agent,
+            max_goal_rounds=opts.max_goal_rounds,
+            session_dir=opts.folder,
+            jobs=jobs,
+            # A one-shot task waits for the subagents it started; a session hears of them
+            # between prompts.
+            wait_for_children=opts.prompt is not None,
+            store=store,
+        )
+        await stack.enter_async_context(subagents)
         if opts.as_json:
             assert isinstance(view, _JsonView)
             view.write(
@@ -419,10 +432,11 @@ def _inside(path: Path, root: Path) -> bool:
     return resolved == base or base in resolved.parents
 
 
-def _default_session(workspace: Path) -> Path:
-    """A new session file in the user's own state directory (``$XDG_STATE_HOME`` or
+def _session_folder(workspace: Path) -> Path:
+    """The session folder: the user's own state directory (``$XDG_STATE_HOME`` or
     ``~/.local/state``, then ``codemode/sessions``), or, when that lies inside the
-    workspace, in a per-user folder under the private state parent."""
+    workspace, a per-user folder under the private state parent. New sessions, subagents'
+    sessions and the session index live there."""
     state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     folder = Path(state_home) / "codemode" / "sessions"
     if _inside(folder, workspace):
@@ -444,8 +458,27 @@ def _default_session(workspace: Path) -> Path:
             f"session folder {str(folder)!r} is not a directory owned by you; "
             "remove it or pass --session FILE"
         )
+    return folder
+
+
+def _default_session(folder: Path) -> Path:
+    """A new session file in ``folder``."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return folder / f"agent-{stamp}-{os.getpid()}.db"
+
+
+def _resolve_resume(value: Path, folder: Path) -> Path:
+    """``--resume``'s file: the path given, or the file of the session id given."""
+    if value.exists() or not str(value).startswith("ses-") or "/" in str(value):
+        return value
+    try:
+        records = SessionStore(folder).sessions()
+    except (ValueError, OSError, sqlite3.Error) as exc:
+        raise _usage(f"--resume: cannot read the session index in {str(folder)!r}: {exc}") from None
+    for record in records:
+        if record.id == str(value) and record.path is not None:
+            return Path(record.path)
+    raise _usage(f"--resume: no session file and no session with id {str(value)!r}")
 
 
 def _check_resume(path: Path, workspace: Path) -> None:
@@ -518,7 +551,11 @@ def agent_command(
     ] = None,
     resume: Annotated[
         Path | None,
-        typer.Option("--resume", metavar="FILE", help="Continue the session in this file."),
+        typer.Option(
+            "--resume",
+            metavar="FILE|ID",
+            help="Continue the session in this file (or with this session id).",
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the events as JSON lines on stdout.")
@@ -560,6 +597,9 @@ def agent_command(
         import openai  # noqa: F401
     except ImportError:
         raise _usage(INSTALL_HINT) from None
+    folder = _session_folder(ws)
+    if resume is not None:
+        resume = _resolve_resume(resume, folder)
     if resume is not None and session is not None and resume.resolve() != session.resolve():
         raise _usage("--session and --resume name different files; --resume FILE is enough")
     if resume is not None:
@@ -569,7 +609,7 @@ def agent_command(
         _check_session_path(session, ws)
         path = session
     else:
-        path = _default_session(ws)
+        path = _default_session(folder)
     opts = _Options(
         prompt=prompt,
         workspace=ws,
@@ -583,6 +623,7 @@ def agent_command(
         resume=resume is not None,
         as_json=as_json,
         max_goal_rounds=max_goal_rounds,
+        folder=folder,
     )
     try:
         code, stopped_by = anyio.run(_main, opts)

@@ -14,6 +14,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from pathlib import Path
@@ -452,11 +453,13 @@ def list_tools(
         async with open_invocation(ws, "python", sandbox=False) as invocation:
             # The agent-bound rows too (goals, schedules, session queries): `codemode agent`
             # serves them; elsewhere no agent drives the scope and they say so when called.
-            from codemode.agent import agent_tools
+            from codemode.agent import SessionStore, agent_tools
 
-            for tool in agent_tools():
-                invocation.runtime.register(tool)
-            return catalog_entries(invocation.runtime, invocation.agent)
+            with tempfile.TemporaryDirectory(prefix="codemode-tools-") as scratch:
+                # Only to build the session-query tools for the listing.
+                for tool in agent_tools(SessionStore(scratch)):
+                    invocation.runtime.register(tool)
+                return catalog_entries(invocation.runtime, invocation.agent)
 
     entries = _run_async(collect)
     if as_json:

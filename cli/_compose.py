@@ -8,13 +8,16 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from codemode.engine import MemorySessionLog, Scope, SessionLog, SqliteSessionLog, ToolRuntime
 from codemode.engine.policies import LocalSpillStore, SpillPolicy, TimeoutPolicy
 from codemode.sandbox import Limits
+
+if TYPE_CHECKING:
+    from codemode.tools import JobManager
 
 __all__ = [
     "LANGUAGES",
@@ -69,7 +72,7 @@ async def install_builtin_tools(
     skills_dirs: tuple[Path, ...] = (),
     skills_in_description: bool = False,
     bash: str = "one-shot",
-) -> None:
+) -> JobManager:
     """Register the first-party tools bound to ``workspace`` on ``runtime``, with the
     policies they rely on: spilled results and bash output go under ``state_dir``, and
     ``stack`` stops the background jobs when it closes. Install ``TimeoutPolicy`` first
@@ -79,7 +82,8 @@ async def install_builtin_tools(
     clear error when stdin is not one); ``False`` (a server) registers no provider.
     ``skills_dirs``: where ``skill`` finds ``SKILL.md`` folders, besides the workspace's
     ``.codemode/skills``. ``bash``: ``"one-shot"`` or ``"persistent"`` (one PTY shell for
-    the session). Terminal sessions and shells die when ``stack`` closes. The web tools' destinations and search provider come from the
+    the session). Terminal sessions and shells die when ``stack`` closes. Returns the job
+    manager (background subagents run in it too). The web tools' destinations and search provider come from the
     ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables.
     """
     import codemode.tools as first_party
@@ -118,6 +122,7 @@ async def install_builtin_tools(
         bash="persistent" if bash == "persistent" else "one-shot",
     ):
         runtime.register(definition)
+    return jobs
 
 
 def state_parent(workspace: Path) -> Path | None:

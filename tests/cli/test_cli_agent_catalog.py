@@ -238,3 +238,41 @@ def _created_at(session: Path) -> float:
     ]
     stamp = str(first["createdAt"]).replace("Z", "+00:00")
     return datetime.datetime.fromisoformat(stamp).timestamp()
+
+
+@pytest.mark.parametrize("mode", ["native", "code"])
+def test_session_search_finds_prior_sessions_of_this_workspace_only(
+    ws: Path, tmp_path: Path, mode: str
+) -> None:
+    other = tmp_path / "other-ws"
+    other.mkdir()
+    # Three earlier sessions here, one in another workspace, all in the default folder.
+    for workspace, topic in [
+        (ws, "the zebra migration plan"),
+        (ws, "lunch options"),
+        (ws, "zebra stripes in the logo"),
+        (other, "zebra secrets elsewhere"),
+    ]:
+        with ModelServer([Reply(text=[f"Noted: {topic}."])]) as server:
+            done = _run(_argv(server, workspace, f"remember {topic}", "--mode", "native"))
+        assert done.returncode == 0, done.stderr
+    if mode == "native":
+        search = Call("q1", "session_search", _args(query="zebra"))
+    else:
+        search = Call(
+            "q1",
+            "run_code",
+            _args(
+                description="search",
+                code="return await tools.session_search(query='zebra')",
+            ),
+        )
+    with ModelServer([Reply(calls=[search]), Reply(text=["Found two."])]) as server:
+        proc = _run(_argv(server, ws, "what did we say about zebras?", "--mode", mode, "--json"))
+    assert proc.returncode == 0, proc.stderr
+    # (A string result of run_code renders verbatim: both modes show the same text.)
+    result = next(e for e in _events(proc.stdout) if e["type"] == "tool-result")["content"]
+    assert result.startswith("Session search results (2):\n\n1. Session ses-")
+    assert "zebra migration plan" in result and "zebra stripes in the logo" in result
+    assert "lunch" not in result and "elsewhere" not in result
+    assert "   Availability: persisted" in result and "   Parent: root" in result
