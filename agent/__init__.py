@@ -14,7 +14,7 @@ errors), ``_goal`` (goals and goal rounds), ``_schedule``/``_schedule_time`` (re
 selectors and delivery), ``_host`` (``agent_tools`` and
 ``enable_services``: what ``codemode agent`` composes), ``_store`` (``SessionStore``: session files
 and their FTS5 index), ``_query`` (the session-query tools), ``_children`` (``ChildHost``: the
-child-agent kernel), ``_subagent`` (subagent tools and the tree's registry).
+child-agent kernel), ``_subagent`` (subagent tools and the tree's registry), ``_ralph`` (fresh-child rounds).
 
 Embedding::
 
@@ -56,6 +56,7 @@ from ._children import CHILD_PROMPT as CHILD_PROMPT
 from ._children import ChildHost as ChildHost
 from ._children import ChildResult as ChildResult
 from ._errors import GoalError as GoalError
+from ._errors import RalphError as RalphError
 from ._errors import SessionQueryError as SessionQueryError
 from ._errors import SubagentError as SubagentError
 from ._goal import Goal as Goal
@@ -85,6 +86,8 @@ from ._model import ModelToolCallRequest as ModelToolCallRequest
 from ._model import RetryPolicy as RetryPolicy
 from ._model import Usage as Usage
 from ._query import build_session_query_tools as build_session_query_tools
+from ._ralph import build_ralph_tool as build_ralph_tool
+from ._ralph import parse_report as parse_report
 from ._schedule import ScheduleService as ScheduleService
 from ._schedule import build_schedule_tools as build_schedule_tools
 from ._schedule import enable_schedules as enable_schedules
@@ -119,6 +122,7 @@ __all__ = [
     "ModelError",
     "ModelReply",
     "ModelToolCallRequest",
+    "RalphError",
     "RetryPolicy",
     "ScheduleService",
     "SessionInfo",
@@ -135,6 +139,7 @@ __all__ = [
     "agent_for",
     "agent_tools",
     "build_goal_tools",
+    "build_ralph_tool",
     "build_schedule_tools",
     "build_session_query_tools",
     "build_subagent_tools",
@@ -146,4 +151,5 @@ __all__ = [
     "enable_subagents",
     "load_conversation",
     "new_session_info",
+    "parse_report",
 ]

@@ -5,8 +5,9 @@
     engine.HarnessError
     ├── GoalError          GOAL_TOOL_* codes (create_goal, get_goal, update_goal)
     ├── SessionQueryError  SESSION_QUERY_* codes (session_search, session_event_*, session_trace)
-    └── SubagentError      SUBAGENT_* codes (subagent, list_agents, send_message,
-                           interrupt_agent, report)
+    ├── SubagentError      SUBAGENT_* codes (subagent, list_agents, send_message,
+    │                      interrupt_agent, report)
+    └── RalphError         RALPH_* codes (ralph)
 
 Schedule tools report their failures as values (``{code, message}``, §11 of the tool
 outputs), so they have no error class; a schedule tool called outside an agent session
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from codemode.engine import HarnessError
 
-__all__ = ["GoalError", "SessionQueryError", "SubagentError"]
+__all__ = ["GoalError", "RalphError", "SessionQueryError", "SubagentError"]
 
 
 class GoalError(HarnessError):
@@ -42,3 +43,10 @@ class SubagentError(HarnessError):
 
     family = "SUBAGENT_"
     code = "SUBAGENT_ERROR"
+
+
+class RalphError(HarnessError):
+    """A ``ralph`` failure; ``code`` is one of the ``RALPH_*`` codes."""
+
+    family = "RALPH_"
+    code = "RALPH_ERROR"

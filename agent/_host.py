@@ -18,6 +18,7 @@ from codemode.tools import JobManager
 from ._goal import DEFAULT_BLOCK_THRESHOLD, DEFAULT_MAX_GOAL_ROUNDS, build_goal_tools, enable_goals
 from ._loop import Agent
 from ._query import build_session_query_tools
+from ._ralph import build_ralph_tool
 from ._schedule import build_schedule_tools, enable_schedules
 from ._store import SessionStore
 from ._subagent import SubagentConfig, Subagents, build_subagent_tools, enable_subagents
@@ -30,13 +31,14 @@ def agent_tools(
 ) -> list[ToolDefinition]:
     """The agent-bound tools: goals, schedules, session queries over ``store`` (left out
     without one), subagents (``subagent``, ``subagent_fork``, ``list_agents``,
-    ``send_message``, ``interrupt_agent``, ``report``)."""
+    ``send_message``, ``interrupt_agent``, ``report``), ``ralph``."""
     queries = build_session_query_tools(store) if store is not None else []
     return [
         *build_goal_tools(),
         *build_schedule_tools(),
         *queries,
         *build_subagent_tools(subagents),
+        build_ralph_tool(),
     ]
 
 

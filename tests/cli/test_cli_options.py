@@ -59,6 +59,7 @@ PACKAGES = {
         for name in ("list_agents", "send_message", "interrupt_agent")
     },
     "report": "@deepseek-ai/dsh-tool-subagent-report",
+    "ralph": "@deepseek-ai/dsh-tool-ralph",
 }
 # Listed too, but not a catalog row of its own: the forking variant of `subagent`.
 VARIANTS = {"subagent_fork"}
