@@ -55,6 +55,7 @@ from codemode.agent import (
     ModelError,
     RetryPolicy,
     SessionStore,
+    SubagentConfig,
     TurnOrigin,
     TurnOutcome,
     agent_tools,
@@ -241,6 +242,7 @@ class _Options:
     as_json: bool
     max_goal_rounds: int
     folder: Path
+    subagents: str
 
 
 class _Control:
@@ -290,7 +292,8 @@ async def _session(opts: _Options, control: _Control) -> int:
             stack, runtime, opts.workspace, state_dir, interactive=_stdin_is_terminal()
         )
         store = SessionStore(opts.folder)
-        for tool in agent_tools(store):
+        mode = "continuable" if opts.subagents == "continuable" else "one-shot"
+        for tool in agent_tools(store, subagents=SubagentConfig(background_mode=mode)):
             runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(
@@ -569,12 +572,23 @@ def agent_command(
             help="Automatic goal rounds a new goal may run when the model sets no limit.",
         ),
     ] = 20,
+    subagents: Annotated[
+        str,
+        typer.Option(
+            "--subagents",
+            metavar="one-shot|continuable",
+            help="How `subagent` runs: one-shot (waits; run_in_background makes a job) or "
+            "continuable (background by default; send_message, interrupt_agent, report).",
+        ),
+    ] = "one-shot",
 ) -> None:
     """Run a model agent over the built-in tools (any OpenAI-compatible Chat Completions server)."""
     from ._app import _check_session_path, _check_workspace
 
     if mode not in MODES:
         raise _usage(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if subagents not in ("one-shot", "continuable"):
+        raise _usage(f"--subagents must be one-shot or continuable, got {subagents!r}")
     if lang not in LANGUAGE_ALIASES:
         raise _usage(f"unknown language {lang!r} (choose from: {', '.join(LANGUAGE_ALIASES)})")
     ws = _check_workspace(workspace)
@@ -624,6 +638,7 @@ def agent_command(
         as_json=as_json,
         max_goal_rounds=max_goal_rounds,
         folder=folder,
+        subagents=subagents,
     )
     try:
         code, stopped_by = anyio.run(_main, opts)

@@ -276,3 +276,80 @@ def test_session_search_finds_prior_sessions_of_this_workspace_only(
     assert "zebra migration plan" in result and "zebra stripes in the logo" in result
     assert "lunch" not in result and "elsewhere" not in result
     assert "   Availability: persisted" in result and "   Parent: root" in result
+
+
+def test_foreground_subagent_and_ralph_through_codemode_agent(ws: Path, tmp_path: Path) -> None:
+    report = {
+        "status": "complete",
+        "summary": "all green",
+        "evidence": ["tests pass"],
+        "nextSteps": [],
+        "blocker": None,
+    }
+    script = [
+        Reply(calls=[Call("s1", "subagent", _args(description="look", prompt="CHILD-X: look"))]),
+        Reply(calls=[Call("r1", "ralph", _args(objective="make it green", maxRounds=2))]),
+        Reply(text=["Both done."]),
+    ]
+    with ModelServer(
+        script,
+        by_prompt={
+            "CHILD-X": [Reply(text=["I looked: fine."])],
+            "Ralph round 1 ": [Reply(text=[f"```json\n{json.dumps(report)}\n```"])],
+        },
+    ) as server:
+        proc = _run(_argv(server, ws, "check the project", "--mode", "native", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    results = [e["content"] for e in _events(proc.stdout) if e["type"] == "tool-result"]
+    assert results[0] == "I looked: fine."
+    assert results[1].startswith("Ralph worker reported completion after 1 round.")
+    # Children's sessions live in the session folder, parented to this session.
+    folder = tmp_path / "state" / "codemode" / "sessions"
+    children = sorted(folder.glob("ses-*.db"))
+    assert len(children) == 2
+    session_id = _events(proc.stdout)[0]["id"]
+    for child in children:
+        info = next(e for e in SqliteSessionLog.read(child) if e["type"] == "agent/session")
+        assert info["parentId"] == session_id
+
+
+def test_continuable_subagents_take_messages_and_report(ws: Path, tmp_path: Path) -> None:
+    def child_id(body: dict[str, object]) -> str:
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        started = next(m["content"] for m in messages if m["role"] == "tool")
+        return str(started).rsplit(" ", 1)[-1]
+
+    script: list[object] = [
+        Reply(calls=[Call("s1", "subagent", _args(description="helper", prompt="CHILD-Y: a"))]),
+        Reply(text=["Started."]),
+        # The child's first turn ended: message it.
+        lambda body: Reply(
+            calls=[Call("m1", "send_message", _args(subagent_id=child_id(body), message="b"))]
+        ),
+        Reply(text=["Sent."]),
+        Reply(text=["Heard back."]),
+        Reply(text=["All in."]),
+    ]
+    with ModelServer(
+        script,  # type: ignore[arg-type]
+        by_prompt={
+            "CHILD-Y": [
+                Reply(text=["a done"]),
+                Reply(calls=[Call("r1", "report", _args(output="b is done"))]),
+                Reply(text=["finished b"]),
+            ]
+        },
+    ) as server:
+        proc = _run(
+            _argv(
+                server, ws, "delegate", "--mode", "native", "--subagents", "continuable", "--json"
+            )
+        )
+        requests = server.requests_for("delegate")
+    assert proc.returncode == 0, proc.stderr
+    heard = "\n".join(
+        str(m["content"]) for r in requests for m in r.messages if m["role"] == "user"
+    )
+    assert "finished its turn: completed]\na done" in heard
+    assert "b is done" in heard and "finished b" in heard
