@@ -292,8 +292,10 @@ async def _session(opts: _Options, control: _Control) -> int:
             stack, runtime, opts.workspace, state_dir, interactive=_stdin_is_terminal()
         )
         store = SessionStore(opts.folder)
-        mode = "continuable" if opts.subagents == "continuable" else "one-shot"
-        for tool in agent_tools(store, subagents=SubagentConfig(background_mode=mode)):
+        config = SubagentConfig(
+            background_mode="continuable" if opts.subagents == "continuable" else "one-shot"
+        )
+        for tool in agent_tools(store, subagents=config):
             runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(
