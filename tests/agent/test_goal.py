@@ -365,3 +365,20 @@ async def test_goal_tools_from_a_python_program(tmp_path: Path) -> None:
     run_code = [m for m in server.requests[1].messages if m["role"] == "tool"][-1]["content"]
     assert json.loads(run_code) == ["goal-1", "armed"]
     assert len(outcomes) == 1  # completed within the human's turn: no round starts
+
+
+async def test_a_subagent_cannot_create_or_change_the_goal(tmp_path: Path) -> None:
+    from codemode.agent import ChildHost
+
+    with ModelServer([]) as server:
+        async with _agent(server, tmp_path / "s.db") as agent:
+            child = ChildHost(agent).make_child(agent, label="helper")
+            enable_goals(child)
+            child.origin = "user"  # even a human-looking turn of a child is not the human's
+            result = await _call(agent.runtime, child, "create_goal", {"objective": "x"})
+            child.origin = None
+    assert result.is_error and result.error.info.code == "GOAL_TOOL_AUTHORITY"
+    assert result.error.message == (
+        "create_goal is not available to subagents: goals belong to the top-level session "
+        "and its human"
+    )
