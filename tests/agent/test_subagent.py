@@ -391,3 +391,22 @@ def test_config_changes_name_description_and_parameters() -> None:
     assert "job_output" not in quiet.description
     [cont, *_] = build_subagent_tools(SubagentConfig(background_mode="continuable"), fork=False)
     assert "send_message" in cont.description
+
+
+async def test_guards_and_restrictions_of_the_parent_apply_to_its_children(
+    tmp_path: Path,
+) -> None:
+    call = Call("s1", "subagent", _args(description="d", prompt="CHILD-G: write"))
+    write = Call("w1", "write", _args(file_path="x.txt", content="x"))
+    with ModelServer(
+        [Reply(calls=[call]), Reply(text=["done"])],
+        by_prompt={"CHILD-G": [Reply(calls=[write]), Reply(text=["could not write"])]},
+    ) as server:
+        async with _tree(server, tmp_path) as tree:
+            tree.agent.scope.guard(
+                lambda exec_: "writes are off for this session" if exec_.name == "write" else None
+            )
+            await tree.agent.run("delegate a write")
+    [refused] = _tools(server.requests_for("CHILD-G")[-1])
+    assert "writes are off for this session" in refused
+    assert not (tmp_path / "ws" / "x.txt").exists()
