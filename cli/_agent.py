@@ -158,6 +158,15 @@ class _RichView:
             for entry in collect_calls(event["events"]):
                 _err.print(_panel(entry))
             self._spin("thinking…")
+        elif kind == "subagent":
+            inner = event["event"]
+            label = {
+                "turn-start": "started a turn",
+                "tool-call": f"calls {inner.get('name')}",
+                "turn-end": f"turn ended: {inner.get('reason')}",
+            }.get(inner["type"], inner["type"])
+            self._stop()
+            _err.print(f"[dim]subagent {escape(str(event['agentId']))}: {escape(label)}[/]")
         elif kind == "goal":
             self._stop()
             goal = event.get("goal") or {}
@@ -321,6 +330,7 @@ async def _session(opts: _Options, control: _Control) -> int:
             store=store,
         )
         await stack.enter_async_context(subagents)
+        subagents.children.on_child = _forward_child_events(view)
         if opts.as_json:
             assert isinstance(view, _JsonView)
             view.write(
@@ -384,6 +394,32 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
     return 0  # pragma: no cover - the loop returns
+
+
+_CHILD_EVENTS = ("turn-start", "tool-call", "turn-end", "workflow")
+
+
+def _forward_child_events(view: _JsonView | _RichView) -> Any:
+    """A ``ChildHost.on_child`` that shows each subagent's turns and tool calls as
+    ``subagent`` events (``{agentId, parentId, event}``); streamed text stays the child's."""
+
+    def attach(child: Agent) -> None:
+        parent_id = child.parent.session_id if child.parent is not None else None
+
+        def forward(event: AgentEvent) -> None:
+            if event["type"] in _CHILD_EVENTS:
+                view.on_event(
+                    {
+                        "type": "subagent",
+                        "agentId": child.session_id,
+                        "parentId": parent_id,
+                        "event": event,
+                    }
+                )
+
+        child.on_event = forward
+
+    return attach
 
 
 class _Due:

@@ -308,6 +308,11 @@ def test_foreground_subagent_and_ralph_through_codemode_agent(ws: Path, tmp_path
     children = sorted(folder.glob("ses-*.db"))
     assert len(children) == 2
     session_id = _events(proc.stdout)[0]["id"]
+    # The children's turns show in the stream, named by child and parent.
+    child_events = [e for e in _events(proc.stdout) if e["type"] == "subagent"]
+    assert {e["parentId"] for e in child_events} == {session_id}
+    assert len({e["agentId"] for e in child_events}) == 2
+    assert [e["event"]["type"] for e in child_events].count("turn-end") == 2
     for child in children:
         info = next(e for e in SqliteSessionLog.read(child) if e["type"] == "agent/session")
         assert info["parentId"] == session_id
