@@ -14,7 +14,8 @@ errors), ``_goal`` (goals and goal rounds), ``_schedule``/``_schedule_time`` (re
 selectors and delivery), ``_host`` (``agent_tools`` and
 ``enable_services``: what ``codemode agent`` composes), ``_store`` (``SessionStore``: session files
 and their FTS5 index), ``_query`` (the session-query tools), ``_children`` (``ChildHost``: the
-child-agent kernel), ``_subagent`` (subagent tools and the tree's registry), ``_ralph`` (fresh-child rounds).
+child-agent kernel), ``_subagent`` (subagent tools and the tree's registry), ``_ralph`` (fresh-child rounds), ``_workflow``
+(scripts in the QuickJS guest that orchestrate children).
 
 Embedding::
 
@@ -59,6 +60,7 @@ from ._errors import GoalError as GoalError
 from ._errors import RalphError as RalphError
 from ._errors import SessionQueryError as SessionQueryError
 from ._errors import SubagentError as SubagentError
+from ._errors import WorkflowError as WorkflowError
 from ._goal import Goal as Goal
 from ._goal import GoalService as GoalService
 from ._goal import build_goal_tools as build_goal_tools
@@ -101,6 +103,9 @@ from ._subagent import SubagentConfig as SubagentConfig
 from ._subagent import Subagents as Subagents
 from ._subagent import build_subagent_tools as build_subagent_tools
 from ._subagent import enable_subagents as enable_subagents
+from ._workflow import WORKFLOW_LIMITS as WORKFLOW_LIMITS
+from ._workflow import build_workflow_tool as build_workflow_tool
+from ._workflow import render_workflow_value as render_workflow_value
 
 __all__ = [
     "Agent",
@@ -136,6 +141,8 @@ __all__ = [
     "TurnOrigin",
     "TurnOutcome",
     "Usage",
+    "WORKFLOW_LIMITS",
+    "WorkflowError",
     "agent_for",
     "agent_tools",
     "build_goal_tools",
@@ -143,6 +150,7 @@ __all__ = [
     "build_schedule_tools",
     "build_session_query_tools",
     "build_subagent_tools",
+    "build_workflow_tool",
     "chat_tool",
     "content_text",
     "enable_goals",
@@ -152,4 +160,5 @@ __all__ = [
     "load_conversation",
     "new_session_info",
     "parse_report",
+    "render_workflow_value",
 ]

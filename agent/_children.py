@@ -35,6 +35,7 @@ from codemode.engine import (
 )
 
 from ._loop import Agent, TurnOutcome
+from ._model import ModelClient
 from ._session import new_session_info
 
 __all__ = ["CHILD_PROMPT", "ChildHost", "ChildLimitError", "ChildResult", "ChildStatus"]
@@ -136,8 +137,11 @@ class ChildHost:
         self._logs.append(log)
         return log
 
-    def make_child(self, parent: Agent, *, label: str = "") -> Agent:
-        """A new child agent of ``parent`` (not started), within the caps."""
+    def make_child(
+        self, parent: Agent, *, label: str = "", client: ModelClient | None = None
+    ) -> Agent:
+        """A new child agent of ``parent`` (not started), within the caps; it talks to
+        ``client`` (default: the parent's model client)."""
         if self.depth(parent) + 1 > self.max_depth:
             raise ChildLimitError(
                 f"subagents may nest at most {self.max_depth} level(s) deep; this agent is "
@@ -159,7 +163,7 @@ class ChildHost:
         child = Agent(
             runtime,
             scope,
-            parent.client,
+            parent.client if client is None else client,
             system_prompt=parent.system_prompt + CHILD_PROMPT,
             max_steps=self.max_steps,
             max_parallel=parent.max_parallel,

@@ -7,7 +7,8 @@
     ├── SessionQueryError  SESSION_QUERY_* codes (session_search, session_event_*, session_trace)
     ├── SubagentError      SUBAGENT_* codes (subagent, list_agents, send_message,
     │                      interrupt_agent, report)
-    └── RalphError         RALPH_* codes (ralph)
+    ├── RalphError         RALPH_* codes (ralph)
+    └── WorkflowError      WORKFLOW_* codes (workflow)
 
 Schedule tools report their failures as values (``{code, message}``, §11 of the tool
 outputs), so they have no error class; a schedule tool called outside an agent session
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from codemode.engine import HarnessError
 
-__all__ = ["GoalError", "RalphError", "SessionQueryError", "SubagentError"]
+__all__ = ["GoalError", "RalphError", "SessionQueryError", "SubagentError", "WorkflowError"]
 
 
 class GoalError(HarnessError):
@@ -50,3 +51,13 @@ class RalphError(HarnessError):
 
     family = "RALPH_"
     code = "RALPH_ERROR"
+
+
+class WorkflowError(HarnessError):
+    """A ``workflow`` failure; ``code`` is one of ``WORKFLOW_META`` (the ``meta`` block),
+    ``WORKFLOW_SCRIPT`` (the script, before it runs), ``WORKFLOW_NO_AGENT``,
+    ``WORKFLOW_CANCELLED`` (the caller's signal fired) or ``WORKFLOW_FAILED`` (the run:
+    the script threw, a hook was misused, a limit was hit)."""
+
+    family = "WORKFLOW_"
+    code = "WORKFLOW_ERROR"

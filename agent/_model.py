@@ -228,6 +228,21 @@ class ModelClient:
     def __repr__(self) -> str:
         return f"<ModelClient {self.config.base_url!r} model={self.config.model!r}>"
 
+    def with_model(self, model: str) -> ModelClient:
+        """A client for ``model`` on the same server, connection and key (a workflow
+        child's ``model`` override); its requests count in this client's ``usage``. It
+        shares this client's lifetime: use it while this one is open, never close it."""
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError("model must be a non-empty string")
+        clone = ModelClient(
+            msgspec.structs.replace(self.config, model=model),
+            api_key=self._api_key,
+            key_source=self._key_source,
+        )
+        clone._client = self._client
+        clone.usage = self.usage
+        return clone
+
     async def __aenter__(self) -> ModelClient:
         try:
             import openai

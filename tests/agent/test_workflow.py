@@ -1,0 +1,360 @@
+"""``workflow``: scripts in the QuickJS guest orchestrating children through the pipeline."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from codemode.agent import (
+    WORKFLOW_LIMITS,
+    Agent,
+    AgentEvent,
+    ModelClient,
+    ModelConfig,
+    RetryPolicy,
+    build_workflow_tool,
+    enable_subagents,
+    new_session_info,
+    render_workflow_value,
+)
+from codemode.engine import AbortController, MemorySessionLog, ToolRuntime
+from codemode.sandbox import TypeScriptRuntime
+from codemode.tools import default_tools
+from tests.agent.model_server import Call, Hold, ModelServer, Reply
+
+pytestmark = pytest.mark.anyio
+
+FAST = RetryPolicy(max_retries=0, base_delay=0.001, max_delay=0.01)
+META = {"name": "audit-files", "description": "Audit every file."}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def js() -> AsyncIterator[TypeScriptRuntime]:
+    async with TypeScriptRuntime(limits=WORKFLOW_LIMITS) as runtime:
+        yield runtime
+
+
+@contextlib.asynccontextmanager
+async def _root(
+    server: ModelServer, tmp_path: Path, js: TypeScriptRuntime, **options: Any
+) -> AsyncIterator[tuple[Agent, list[AgentEvent], MemorySessionLog]]:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    rt = ToolRuntime(mode="native")
+    for tool in default_tools(ws, output_dir=tmp_path / "out"):
+        rt.register(tool)
+    rt.register(build_workflow_tool(js, **options))
+    events: list[AgentEvent] = []
+    log = MemorySessionLog()
+    async with ModelClient(
+        ModelConfig(server.base_url, "scripted", retry=FAST), api_key="k"
+    ) as client:
+        agent = Agent(
+            rt,
+            rt.scope("agent", session=log),
+            client,
+            on_event=events.append,
+            session=new_session_info(workspace=str(ws)),
+        )
+        async with enable_subagents(agent, session_dir=tmp_path / "sessions"):
+            yield agent, events, log
+
+
+def _workflow(script: str, meta: dict[str, Any] | None = None, **extra: Any) -> Reply:
+    args = {"script": script, "meta": meta or META, **extra}
+    return Reply(calls=[Call("w1", "workflow", [json.dumps(args)])])
+
+
+def _tool_text(server: ModelServer, marker: str) -> str:
+    messages = server.requests_for(marker)[-1].messages
+    return str([m for m in messages if m["role"] == "tool"][-1]["content"])
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
+
+
+FAN_OUT = """
+phase("Scan");
+log(`auditing ${args.files.length} files`);
+const schema = {
+  type: "object",
+  properties: {file: {type: "string"}, issues: {type: "integer"}},
+  required: ["file", "issues"],
+  additionalProperties: false,
+};
+const found = await pipeline(
+  args.files,
+  (file) => agent(`Audit file ${file}`, {schema, label: file, phase: "Scan"}),
+);
+phase("Summarise");
+const ok = found.filter(Boolean);
+return {audited: ok.length, failed: found.length - ok.length,
+        issues: ok.reduce((n, r) => n + r.issues, 0), first: ok[0]};
+"""
+
+
+async def test_fan_out_over_20_children_with_a_schema(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    files = [f"src/m{i:02d}.py" for i in range(20)]
+    calls: list[str] = []
+
+    def child(body: dict[str, Any]) -> Reply:
+        file = re.search(r"Audit file (\S+)", _user_text(body)).group(1)  # type: ignore[union-attr]
+        calls.append(file)
+        if file == "src/m07.py" and calls.count(file) == 1:
+            return Reply(text=["I looked, it has 2 issues."])  # no JSON: one repair turn
+        if file == "src/m13.py":
+            return Reply(text=['```json\n{"file": 13}\n```'])  # invalid twice: null
+        n = int(file[5:7]) % 3
+        return Reply(text=[f'Done.\n```json\n{{"file": "{file}", "issues": {n}}}\n```'])
+
+    with ModelServer(
+        [_workflow(FAN_OUT, args={"files": files}), Reply(text=["audited"])],
+        by_prompt={"Audit file": [child] * 22},
+    ) as server:
+        async with _root(server, tmp_path, js, max_concurrency=4) as (agent, events, log):
+            outcomes = await agent.run("audit the repo")
+    assert outcomes[-1].ok
+    text = _tool_text(server, "audit the repo")
+    assert text.startswith('workflow "audit-files" completed (20 agents).\nReturn value:\n')
+    value = json.loads(text.split("Return value:\n", 1)[1])
+    expected_issues = sum(int(f[5:7]) % 3 for f in files if f != "src/m13.py")
+    assert value == {
+        "audited": 19,
+        "failed": 1,
+        "issues": expected_issues,
+        "first": {"file": "src/m00.py", "issues": 0},
+    }
+    # m07 got one repair turn in the same child (it saw its first answer); m13 two turns.
+    assert calls.count("src/m07.py") == 2 and calls.count("src/m13.py") == 2
+    repair = [r for r in server.requests_for("Audit file src/m07.py")][-1].messages
+    assert "did not match the required JSON Schema" in repair[-1]["content"]
+    # Progress: phases, a log line, and never more than 4 children at once.
+    wf = [e for e in events if e["type"] == "workflow"]
+    assert [e["title"] for e in wf if e["event"] == "phase"] == ["Scan", "Summarise"]
+    assert [e["message"] for e in wf if e["event"] == "log"] == ["auditing 20 files"]
+    assert max(e["running"] for e in wf) == 4
+    end = wf[-1]
+    assert end["event"] == "end" and end["outcome"] == "completed"
+    assert (end["started"], end["done"], end["failed"]) == (20, 19, 1)
+    # Each agent() went through the pipeline as a sub-call, with its dispatch events.
+    dispatched = [
+        e
+        for e in log.events
+        if e["type"] == "tool/code-dispatch-start" and e.get("name") == "agent"
+    ]
+    assert len(dispatched) == 20
+
+
+async def test_pipeline_stages_parallel_and_args(tmp_path: Path, js: TypeScriptRuntime) -> None:
+    script = """
+const out = await pipeline(
+  args.items,
+  (item) => agent(`Draft ${item}`),
+  (draft, item, index) => { if (item === "b") throw new Error("drop b"); return `${index}:${draft}`; },
+  async (prev) => prev.toUpperCase(),
+);
+const both = await parallel([() => agent("Check one"), () => { throw new Error("x"); }]);
+return {out, both, proto: Object.keys(args.raw), timers: typeof setTimeout, tools: typeof tools};
+"""
+    with ModelServer(
+        [
+            _workflow(script, args={"items": ["a", "b", "c"], "raw": {"__proto__": 1}}),
+            Reply(text=["ok"]),
+        ],
+        by_prompt={
+            "Draft": [lambda b: Reply(text=[f"draft of {_user_text(b).split()[1]}"])] * 3,
+            "Check one": [Reply(text=["checked"])],
+        },
+    ) as server:
+        async with _root(server, tmp_path, js) as (agent, _events, _log):
+            await agent.run("draft things")
+    value = json.loads(_tool_text(server, "draft things").split("Return value:\n", 1)[1])
+    assert value == {
+        "out": ["0:DRAFT OF A", None, "2:DRAFT OF C"],
+        "both": ["checked", None],
+        "proto": ["__proto__"],
+        "timers": "undefined",
+        "tools": "undefined",
+    }
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        (
+            'try { await agent("x", {effort: "high"}); } catch (e) {} return "survived";',
+            'workflow run failed: agent(): unknown option(s) "effort" (allowed: schema, label, '
+            "phase, provider, model)",
+        ),
+        (
+            'const r = await parallel([() => agent("x", {schema: {type: "object", '
+            'properties: {a: {type: "string", pattern: "^a"}}}})]); return r;',
+            "workflow run failed: agent(): unsupported JSON schema: opts.schema.properties.a: "
+            'unsupported keyword "pattern"',
+        ),
+        (
+            "const r = await pipeline([1], () => pipeline(7, (x) => x)); return r;",
+            "workflow run failed: pipeline(items, ...stages): items must be an array",
+        ),
+        (
+            'try { await agent(""); } catch (e) {} return 1;',
+            "workflow run failed: agent(prompt, opts?): prompt must be a non-empty string",
+        ),
+        (
+            'await agent("x", {provider: "elsewhere"}); return 1;',
+            "workflow run failed: agent(): unknown provider 'elsewhere' (this host offers: none)",
+        ),
+    ],
+)
+async def test_misused_hooks_always_kill_the_script(
+    tmp_path: Path, js: TypeScriptRuntime, script: str, message: str
+) -> None:
+    with ModelServer([_workflow(script), Reply(text=["ok"])]) as server:
+        async with _root(server, tmp_path, js) as (agent, _events, _log):
+            await agent.run("misuse it")
+    assert _tool_text(server, "misuse it") == f"Error: {message}"
+    # No child was ever asked (misuse is found before one starts).
+    assert len(server.requests) == 2
+
+
+async def test_the_total_agent_cap_kills_even_through_parallel(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    script = "return await parallel([1, 2, 3].map((i) => () => agent(`Job ${i}`)));"
+    with ModelServer(
+        [_workflow(script), Reply(text=["ok"])],
+        by_prompt={"Job": [Reply(text=["done"])] * 3},
+    ) as server:
+        async with _root(server, tmp_path, js, max_agents=2) as (agent, _events, _log):
+            await agent.run("capped")
+    assert _tool_text(server, "capped") == (
+        "Error: workflow run failed: agent(): the workflow already started 2 agents (the cap "
+        "is 2); coordinate fewer, larger tasks"
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "meta", "message"),
+    [
+        (
+            'export const meta = {name: "x"};\nreturn 1;',
+            META,
+            "invalid workflow script: line 1: an export statement; the script is a plain body "
+            "(meta is the tool's meta parameter, not `export const meta`)",
+        ),
+        (
+            "const n: number = 1;\nreturn n;",
+            META,
+            "invalid workflow script: line 1: TypeScript syntax (type_annotation); the script "
+            "must be plain JavaScript",
+        ),
+        (
+            "const a = 1;\nreturn a +;",
+            META,
+            "invalid workflow script: line 2: syntax error",
+        ),
+        (
+            "return 1;",
+            {"name": "Audit Files", "description": "d"},
+            "invalid workflow meta: "
+            "meta.name must be short kebab-case (e.g. \"audit-files\"), got 'Audit Files'",
+        ),
+        (
+            "return 1;",
+            {"name": "a", "description": " "},
+            "invalid workflow meta: meta.description must be a non-empty string",
+        ),
+    ],
+)
+async def test_static_checks_refuse_before_anything_runs(
+    tmp_path: Path, js: TypeScriptRuntime, script: str, meta: dict[str, Any], message: str
+) -> None:
+    with ModelServer([_workflow(script, meta), Reply(text=["ok"])]) as server:
+        async with _root(server, tmp_path, js) as (agent, events, _log):
+            await agent.run("check it")
+    assert _tool_text(server, "check it").startswith(f"Error: {message}")
+    assert not [e for e in events if e["type"] == "workflow"]
+
+
+async def test_a_thrown_error_and_a_model_override(tmp_path: Path, js: TypeScriptRuntime) -> None:
+    script = 'const a = await agent("Use the other model", {model: "other-model"}); throw new Error(`boom after ${a}`);'
+    with ModelServer(
+        [_workflow(script), Reply(text=["ok"])],
+        by_prompt={"Use the other model": [Reply(text=["fine"])]},
+    ) as server:
+        async with _root(server, tmp_path, js) as (agent, _events, _log):
+            await agent.run("throw")
+    assert _tool_text(server, "throw").startswith(
+        "Error: workflow run failed: (exception): Error: boom after fine"
+    )
+    assert server.requests_for("Use the other model")[0].body["model"] == "other-model"
+
+
+async def test_cancelling_the_caller_stops_every_child(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    script = 'return await parallel([() => agent("Hold one"), () => agent("Hold two")]);'
+    with ModelServer(
+        [_workflow(script)],
+        by_prompt={"Hold one": [Hold(text=["..."])], "Hold two": [Hold(text=["..."])]},
+    ) as server:
+        async with _root(server, tmp_path, js) as (agent, events, _log):
+            controller = AbortController()
+            both_started = anyio.Event()
+
+            def watch(event: AgentEvent) -> None:
+                events.append(event)
+                if sum(1 for e in events if e.get("event") == "agent-start") == 2:
+                    both_started.set()
+
+            agent.on_event = watch
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    await agent.run("hold", signal=controller.signal)
+
+                tg.start_soon(run)
+                with anyio.fail_after(20):
+                    await both_started.wait()
+                controller.abort("the user stopped it")
+    wf = [e for e in events if e["type"] == "workflow"]
+    assert wf[-1]["event"] == "end" and wf[-1]["outcome"] == "cancelled"
+    assert wf[-1]["failed"] == 2 and wf[-1]["running"] == 0
+
+
+def test_render_cuts_long_results() -> None:
+    value = {"runId": "r", "agentsStarted": 1, "result": "x" * 60_000}
+    out = render_workflow_value("big", value)
+    assert out.startswith('workflow "big" completed (1 agent).\nReturn value:\n"xxx')
+    assert out.endswith("\n… [truncated: 10002 more characters]")
+
+
+async def test_without_an_agent_or_a_subagent_host(js: TypeScriptRuntime) -> None:
+    rt = ToolRuntime(mode="native")
+    rt.register(build_workflow_tool(js))
+    from codemode.engine import ToolExecutionInput
+
+    result = await rt.execute(
+        ToolExecutionInput(
+            "c1", "workflow", {"script": "return 1;", "meta": META}, AbortController().signal
+        )
+    )
+    assert result.is_error
+    assert result.error.message == "workflow requires a calling agent (exec.agent was undefined)"
+    with pytest.raises(ValueError, match="TypeScript code runtime"):
+        build_workflow_tool(object())
