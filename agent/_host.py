@@ -1,7 +1,7 @@
 """What a host adds to a runtime and an agent for the agent-bound catalog rows.
 
 ``agent_tools()`` is the list of tool definitions to register (goals, schedules, session
-queries), ``enable_services(agent, ...)`` gives one ``Agent`` the services those tools act
+queries, subagents, workflow, ralph), ``enable_services(agent, ...)`` gives one ``Agent`` the services those tools act
 on, in the order its continuations run after a turn: due schedule reminders first (they are
 time-bound), then what its subagents said, then goal rounds. ``codemode agent`` is built this way; an embedder can pick
 single pieces instead (``build_goal_tools`` + ``enable_goals``, ...).
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from codemode.engine import ToolDefinition
 from codemode.tools import JobManager
@@ -22,22 +23,29 @@ from ._ralph import build_ralph_tool
 from ._schedule import build_schedule_tools, enable_schedules
 from ._store import SessionStore
 from ._subagent import SubagentConfig, Subagents, build_subagent_tools, enable_subagents
+from ._workflow import build_workflow_tool
 
 __all__ = ["agent_tools", "enable_services"]
 
 
 def agent_tools(
-    store: SessionStore | None = None, *, subagents: SubagentConfig | None = None
+    store: SessionStore | None = None,
+    *,
+    subagents: SubagentConfig | None = None,
+    workflow_runtime: Any = None,
 ) -> list[ToolDefinition]:
     """The agent-bound tools: goals, schedules, session queries over ``store`` (left out
     without one), subagents (``subagent``, ``subagent_fork``, ``list_agents``,
-    ``send_message``, ``interrupt_agent``, ``report``), ``ralph``."""
+    ``send_message``, ``interrupt_agent``, ``report``), ``workflow`` (running its scripts
+    in ``workflow_runtime``, a ``TypeScriptRuntime``; left out without one), ``ralph``."""
     queries = build_session_query_tools(store) if store is not None else []
+    workflow = [build_workflow_tool(workflow_runtime)] if workflow_runtime is not None else []
     return [
         *build_goal_tools(),
         *build_schedule_tools(),
         *queries,
         *build_subagent_tools(subagents),
+        *workflow,
         build_ralph_tool(),
     ]
 

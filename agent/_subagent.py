@@ -149,8 +149,8 @@ class Subagents:
     """The subagents of one top-level agent's tree (``async with``: the background turns
     run in its task group and stop when it closes).
 
-    ``wait_for_children``: after a turn of an agent ends, its continuation waits for its
-    running continuable children and delivers what they say (a one-shot task should not exit
+    ``wait_for_children``: after a turn of the root agent ends, its continuation waits for
+    its running continuable children (and theirs, through them) and delivers what they say (a one-shot task should not exit
     while the children it started still work); ``False`` (interactive) delivers only what
     arrived, and ``due_in`` wakes the idle host for the rest.
     """
@@ -316,11 +316,18 @@ class Subagents:
         return bool(self._pending.get(agent.session_id))
 
     def running_children(self, agent: Agent) -> bool:
-        """Whether a continuable child of ``agent`` is running or has a turn queued."""
-        return any(
-            e.status == "running" or (e.queue and e.agent is not None)
-            for e in self._children_of(agent.session_id)
-        )
+        """Whether a continuable descendant of ``agent`` is running or has a turn queued
+        (a grandchild's end becomes its parent's turn, whose end reaches ``agent``)."""
+        todo, seen = [agent.session_id], set()
+        while todo:
+            parent_id = todo.pop()
+            for entry in self._children_of(parent_id):
+                if entry.status == "running" or (entry.queue and entry.agent is not None):
+                    return True
+                if entry.id not in seen:
+                    seen.add(entry.id)
+                    todo.append(entry.id)
+        return False
 
     async def wait_arrival(self) -> None:
         """Until a message arrives for any agent (or a child settles)."""
@@ -475,7 +482,14 @@ class _Inbox:
             pending = service.take_pending(agent)
             if pending is not None:
                 return Continuation("host", pending)
-            if not (service.wait_for_children and service.running_children(agent)):
+            # Only the root waits (a one-shot task must not exit under working children).
+            # A child's turn ends when its own work does: its parent hears of it now, and
+            # what its children say later is queued as the child's next turn.
+            if not (
+                service.wait_for_children
+                and agent.parent is None
+                and service.running_children(agent)
+            ):
                 return None
             await service.wait_arrival()
 

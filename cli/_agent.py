@@ -46,8 +46,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+import codemode.sandbox as sandbox
 from codemode.agent import (
     INSTALL_HINT,
+    WORKFLOW_LIMITS,
     Agent,
     AgentEvent,
     ModelClient,
@@ -114,6 +116,29 @@ class _JsonView:
         pass
 
 
+def _workflow_line(event: AgentEvent) -> str:
+    """One progress line of a ``workflow`` event (phases, agents running and done)."""
+    head = f"workflow {event.get('name')}"
+    counts = (
+        f"{event.get('running')} running · {event.get('done')} done · "
+        f"{event.get('failed')} failed · {event.get('started')} started"
+    )
+    kind = event.get("event")
+    if kind == "start":
+        return f"{head}: started — {event.get('description', '')}"
+    if kind == "phase":
+        detail = f" — {event['detail']}" if event.get("detail") else ""
+        return f"{head}: phase {event.get('title')}{detail}"
+    if kind == "log":
+        return f"{head}: {event.get('message')}"
+    if kind == "agent-start":
+        return f"{head}: agent {event.get('label')} started ({counts})"
+    if kind == "agent-end":
+        state = "done" if event.get("ok") else "failed"
+        return f"{head}: agent {event.get('label')} {state} ({counts})"
+    return f"{head}: {event.get('outcome', kind)} ({counts})"
+
+
 class _RichView:
     """Streamed text on stdout; cards, the spinner and notes on stderr."""
 
@@ -158,6 +183,11 @@ class _RichView:
             for entry in collect_calls(event["events"]):
                 _err.print(_panel(entry))
             self._spin("thinking…")
+        elif kind == "workflow":
+            self._stop()
+            _err.print(f"[magenta]{escape(visible(_workflow_line(event)))}[/]", soft_wrap=True)
+            if event["event"] != "end":
+                self._spin(f"running workflow {visible(str(event['name']))}…")
         elif kind == "subagent":
             inner = event["event"]
             label = {
@@ -165,6 +195,8 @@ class _RichView:
                 "tool-call": f"calls {inner.get('name')}",
                 "turn-end": f"turn ended: {inner.get('reason')}",
             }.get(inner["type"], inner["type"])
+            if inner["type"] == "workflow":
+                label = _workflow_line(inner)
             self._stop()
             _err.print(f"[dim]subagent {escape(str(event['agentId']))}: {escape(label)}[/]")
         elif kind == "goal":
@@ -304,7 +336,12 @@ async def _session(opts: _Options, control: _Control) -> int:
         config = SubagentConfig(
             background_mode="continuable" if opts.subagents == "continuable" else "one-shot"
         )
-        for tool in agent_tools(store, subagents=config):
+        # Workflow scripts get a QuickJS runtime of their own: the run_code runtime's wall
+        # clock (a minute) is far too short for a script that waits on many children.
+        workflow_runtime = await stack.enter_async_context(
+            sandbox.TypeScriptRuntime(limits=WORKFLOW_LIMITS)
+        )
+        for tool in agent_tools(store, subagents=config, workflow_runtime=workflow_runtime):
             runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(

@@ -453,11 +453,14 @@ def list_tools(
         async with open_invocation(ws, "python", sandbox=False) as invocation:
             # The agent-bound rows too (goals, schedules, session queries): `codemode agent`
             # serves them; elsewhere no agent drives the scope and they say so when called.
-            from codemode.agent import SessionStore, agent_tools
+            from codemode.agent import WORKFLOW_LIMITS, SessionStore, agent_tools
+            from codemode.sandbox import TypeScriptRuntime
 
             with tempfile.TemporaryDirectory(prefix="codemode-tools-") as scratch:
-                # Only to build the session-query tools for the listing.
-                for tool in agent_tools(SessionStore(scratch)):
+                # Only to build the session-query and workflow tools for the listing (the
+                # runtime is never started: nothing runs).
+                listing_only = TypeScriptRuntime(limits=WORKFLOW_LIMITS)
+                for tool in agent_tools(SessionStore(scratch), workflow_runtime=listing_only):
                     invocation.runtime.register(tool)
                 return catalog_entries(invocation.runtime, invocation.agent)
 

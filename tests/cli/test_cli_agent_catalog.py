@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from codemode.engine import SqliteSessionLog
-from tests.agent.model_server import Call, ModelServer, Reply
+from tests.agent.model_server import Call, Hold, ModelServer, Reply
 from tests.cli.test_cli_agent import (
     _WAIT_S,
     _argv,
@@ -358,3 +358,148 @@ def test_continuable_subagents_take_messages_and_report(ws: Path, tmp_path: Path
     )
     assert "finished its turn: completed]\na done" in heard
     assert "b is done" in heard and "finished b" in heard
+
+
+_FAN_OUT = """
+phase("Scan");
+const schema = {type: "object", required: ["file", "lines"], additionalProperties: false,
+                properties: {file: {type: "string"}, lines: {type: "integer"}}};
+const rows = await pipeline(args.files, (f) => agent(`AUDIT ${f}`, {schema, label: f}));
+phase("Sum");
+return {files: rows.filter(Boolean).length, lines: rows.reduce((n, r) => n + r.lines, 0)};
+"""
+
+
+def _auditor(body: dict[str, object]) -> Reply:
+    """A child that writes its note into the shared workspace, then answers in JSON."""
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    task = str(next(m["content"] for m in messages if m["role"] == "user"))
+    name = task.split()[1]
+    if not any(m["role"] == "tool" for m in messages):
+        note = _args(file_path=f"notes/{name}.txt", content=f"audited {name}\n")
+        return Reply(calls=[Call("w", "write", note)])
+    return Reply(text=[f'```json\n{{"file": "{name}", "lines": {len(name)}}}\n```'])
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_workflow_fans_out_over_20_children_with_a_schema(ws: Path, as_json: bool) -> None:
+    files = [f"f{i:02d}" for i in range(20)]
+    meta = {
+        "name": "audit-all",
+        "description": "Audit each file.",
+        "phases": [{"title": "Scan", "detail": "one child per file"}, {"title": "Sum"}],
+    }
+    call = Call("w1", "workflow", _args(script=_FAN_OUT, meta=meta, args={"files": files}))
+    with ModelServer(
+        [Reply(calls=[call]), Reply(text=["All audited."])],
+        by_prompt={"AUDIT ": [_auditor] * 40},
+    ) as server:
+        argv = _argv(server, ws, "audit everything", "--mode", "native")
+        proc = _run([*argv, "--json"] if as_json else argv)
+    assert proc.returncode == 0, proc.stderr
+    # The children worked in the parent's workspace.
+    assert sorted(p.name for p in (ws / "notes").iterdir()) == [f"{f}.txt" for f in files]
+    if not as_json:
+        assert "workflow audit-all: phase Scan — one child per file" in proc.stderr
+        assert "workflow audit-all: agent f19 done" in proc.stderr
+        assert "workflow audit-all: completed (0 running · 20 done · 0 failed · 20 started)" in (
+            proc.stderr
+        )
+        return
+    events = _events(proc.stdout)
+    result = next(e["content"] for e in events if e["type"] == "tool-result")
+    assert result == (
+        'workflow "audit-all" completed (20 agents).\nReturn value:\n'
+        '{\n  "files": 20,\n  "lines": 60\n}'
+    )
+    progress = [e for e in events if e["type"] == "workflow"]
+    assert [e["title"] for e in progress if e["event"] == "phase"] == ["Scan", "Sum"]
+    # The default cap: at most 8 children at once, and more than one at a time.
+    assert 1 < max(e["running"] for e in progress) <= 8
+    assert progress[-1]["event"] == "end" and progress[-1]["done"] == 20
+    children = {e["agentId"] for e in events if e["type"] == "subagent"}
+    assert len(children) == 20
+
+
+def _tool_texts(body: dict[str, object]) -> list[str]:
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return [str(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+def _last_user(body: dict[str, object]) -> str:
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return str([m for m in messages if m["role"] == "user"][-1]["content"])
+
+
+def test_nested_subagents_with_an_interrupt_and_a_message(ws: Path) -> None:
+    """A parent starts child A, A starts grandchild B (which hangs in its model call); the
+    parent lists the whole tree, interrupts B only, and messages A, which answers."""
+
+    def started(body: dict[str, object], n: int = 0) -> str:
+        return _tool_texts(body)[n].rsplit(" ", 1)[-1]
+
+    def grandchild_id(body: dict[str, object]) -> str:
+        listing = _tool_texts(body)[-1]
+        line = next(x for x in listing.splitlines() if "depth=2" in x)
+        return line.split(" ", 1)[0]
+
+    parent: list[object] = [
+        Reply(calls=[Call("s1", "subagent", _args(description="a", prompt="CHILD-A: go"))]),
+        Reply(text=["Started A."]),
+        # A's first turn ended (it started B): look at the whole tree.
+        Reply(calls=[Call("l1", "list_agents", _args(scope="descendants"))]),
+        lambda body: Reply(
+            calls=[Call("i1", "interrupt_agent", _args(agent_id=grandchild_id(body)))]
+        ),
+        lambda body: Reply(
+            calls=[Call("m1", "send_message", _args(subagent_id=started(body), message="wrap up"))]
+        ),
+        *[Reply(text=["Noted."]) for _ in range(6)],
+    ]
+    child_a: list[object] = [
+        Reply(calls=[Call("s2", "subagent", _args(description="b", prompt="CHILD-B: hang"))]),
+        Reply(text=["started B"]),
+        *[
+            lambda body: Reply(
+                text=["wrapped up" if "wrap up" in _last_user(body) else "B is stopped"]
+            )
+            for _ in range(4)
+        ],
+    ]
+    with ModelServer(
+        parent,  # type: ignore[arg-type]
+        by_prompt={"CHILD-A": child_a, "CHILD-B": [Hold(text=["thinking"])]},  # type: ignore[dict-item]
+    ) as server:
+        proc = _run(
+            _argv(
+                server,
+                ws,
+                "delegate nested",
+                "--mode",
+                "native",
+                "--subagents",
+                "continuable",
+                "--json",
+            )
+        )
+        dropped = server.dropped.is_set()
+        heard = "\n".join(
+            m for r in server.requests_for("delegate nested") for m in _tool_texts(r.body)
+        )
+        parent_users = "\n".join(_last_user(r.body) for r in server.requests_for("delegate nested"))
+    assert proc.returncode == 0, proc.stderr
+    events = _events(proc.stdout)
+    results = [e for e in events if e["type"] == "tool-result"]
+    listing = next(e["content"] for e in results if e["name"] == "list_agents")
+    lines = listing.splitlines()
+    assert len(lines) == 2
+    a_id, b_id = lines[0].split(" ", 1)[0], lines[1].split(" ", 1)[0]
+    assert " depth=1 " in lines[0] and f"parent={a_id}" in lines[1] and "[running]" in lines[1]
+    assert f"interrupt requested for agent {b_id}" in heard
+    assert f"message queued as the next turn for subagent {a_id}" in heard
+    # B's model stream was closed by the interrupt; A lived on and answered the message.
+    assert dropped
+    assert "wrapped up" in parent_users

@@ -59,6 +59,7 @@ PACKAGES = {
         for name in ("list_agents", "send_message", "interrupt_agent")
     },
     "report": "@deepseek-ai/dsh-tool-subagent-report",
+    "workflow": "@deepseek-ai/dsh-tool-workflow",
     "ralph": "@deepseek-ai/dsh-tool-ralph",
 }
 # Listed too, but not a catalog row of its own: the forking variant of `subagent`.
