@@ -10,7 +10,9 @@ Output: streamed text on stdout, the tool calls as presentation cards (as ``code
 draws them) and a spinner on stderr; ``--json`` prints one JSON object per line on stdout
 instead: ``session`` (id, path), ``turn-start`` (with its ``origin``: ``user``, ``goal``,
 ``schedule``), ``text``, ``tool-call``, ``tool-result``, ``context``, ``goal`` (the goal's
-value after every change), ``turn-end`` (with the turn's and the session's usage).
+value after every change), ``subagent`` (a child's turns and tool calls), ``workflow`` (a
+workflow's progress: phases, log lines, agents started and done), ``turn-end`` (with the
+turn's and the session's usage).
 
 After a turn ends normally the session may continue on its own: goal rounds while a goal
 set with ``create_goal`` is active (``--max-goal-rounds``), and reminders set with

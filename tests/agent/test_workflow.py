@@ -358,3 +358,52 @@ async def test_without_an_agent_or_a_subagent_host(js: TypeScriptRuntime) -> Non
     assert result.error.message == "workflow requires a calling agent (exec.agent was undefined)"
     with pytest.raises(ValueError, match="TypeScript code runtime"):
         build_workflow_tool(object())
+
+
+async def test_the_callers_guards_apply_to_workflow_children(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    script = 'return await agent("Try to write");'
+    with ModelServer(
+        [_workflow(script), Reply(text=["ok"])],
+        by_prompt={
+            "Try to write": [
+                Reply(
+                    calls=[Call("c1", "write", [json.dumps({"file_path": "x", "content": "y"})])]
+                ),
+                lambda body: Reply(text=[str(body["messages"][-1]["content"])]),
+            ]
+        },
+    ) as server:
+        async with _root(server, tmp_path, js) as (agent, _events, _log):
+            agent.scope.guard(lambda ex: "writes are off here" if ex.name == "write" else None)
+            await agent.run("guarded")
+    value = json.loads(_tool_text(server, "guarded").split("Return value:\n", 1)[1])
+    assert "writes are off here" in value
+    assert not (tmp_path / "ws" / "x").exists()
+
+
+async def test_a_program_in_code_mode_starts_a_workflow(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    rt = ToolRuntime(mode="code", code_runtime=js)
+    rt.register(build_workflow_tool(js))
+    program = (
+        "const r = await tools.workflow({meta: {name: 'from-code', description: 'd'}, "
+        "script: 'return [await agent(\"Say hi\"), args.n];', args: {n: 3}});\n"
+        "return r.result;"
+    )
+    run_code = json.dumps({"description": "start it", "code": program})
+    with ModelServer(
+        [Reply(calls=[Call("c1", "run_code", [run_code])]), Reply(text=["done"])],
+        by_prompt={"Say hi": [Reply(text=["hi"])]},
+    ) as server:
+        async with ModelClient(
+            ModelConfig(server.base_url, "scripted", retry=FAST), api_key="k"
+        ) as client:
+            agent = Agent(rt, rt.scope("agent", session=MemorySessionLog()), client)
+            async with enable_subagents(agent):
+                await agent.run("code it")
+    assert json.loads(_tool_text(server, "code it")) == ["hi", 3]
