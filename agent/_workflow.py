@@ -278,20 +278,40 @@ function log(message) {
 """
 
 
-def _program(script: str, args: Any) -> str:
+def _program(script: str, args: Any) -> tuple[str, int]:
+    """The ``run_code`` program for ``script``, and how many lines precede the script."""
     # ``args`` travels as a JSON string literal parsed in the guest: an object literal
     # would give a "__proto__" key its special meaning.
     literal = json.dumps(json.dumps(args, ensure_ascii=False))
-    return (
+    head = (
         f"{_PRELUDE}\nconst args = JSON.parse({literal});\n"
         # The script sees the hooks but neither the raw bindings nor timers.
         "const __value = await (async (tools, setTimeout, setInterval, clearTimeout, "
         "clearInterval) => {\n"
-        f"{script}\n"
-        "})();\n"
-        "await Promise.all(__pending);\n"
-        "return __value;\n"
     )
+    tail = "\n})();\nawait Promise.all(__pending);\nreturn __value;\n"
+    return head + script + tail, head.count("\n")
+
+
+_FRAME = re.compile(r"<program>:(\d+)")
+
+
+def _script_lines(message: str, offset: int, lines: int) -> str:
+    """``message`` with the program's line numbers as the script's own (``<script>:3``);
+    stack frames inside the prelude and the wrapper are dropped."""
+    out = []
+    for line in message.split("\n"):
+        match = _FRAME.search(line)
+        if match is None:
+            out.append(line)
+            continue
+        n = int(match.group(1)) - offset
+        if 1 <= n <= lines:
+            out.append(line[: match.start()] + f"<script>:{n}" + line[match.end() :])
+    return "\n".join(out)
+
+
+_FAILED = re.compile(r"code run failed \((?P<kind>[^)]*)\): ")
 
 
 def _answer_json(answer: str) -> tuple[bool, Any]:
@@ -564,11 +584,12 @@ def build_workflow_tool(
         run.emit("start", description=meta["description"])
         outcome = "failed"
         try:
+            program, offset = _program(script, script_args)
             result = await engine.execute(
                 ToolExecutionInput(
                     call_id=f"{ctx.call_id}/{run.id}",
                     name="run_code",
-                    arguments={"code": _program(script, script_args), "description": meta["name"]},
+                    arguments={"code": program, "description": meta["name"]},
                     signal=kill.signal,
                     agent=scope,
                 )
@@ -582,7 +603,8 @@ def build_workflow_tool(
             if run.misuse is not None:
                 raise WorkflowError(f"workflow run failed: {run.misuse}", "WORKFLOW_FAILED")
             if result.is_error:
-                message = result.error.message.removeprefix("code run failed ")
+                message = _FAILED.sub("", result.error.message, count=1)
+                message = _script_lines(message, offset, script.count("\n") + 1)
                 raise WorkflowError(f"workflow run failed: {message}", "WORKFLOW_FAILED")
             outcome = "completed"
             return {

@@ -292,15 +292,16 @@ async def test_static_checks_refuse_before_anything_runs(
 
 
 async def test_a_thrown_error_and_a_model_override(tmp_path: Path, js: TypeScriptRuntime) -> None:
-    script = 'const a = await agent("Use the other model", {model: "other-model"}); throw new Error(`boom after ${a}`);'
+    script = 'const a = await agent("Use the other model", {model: "other-model"});\nthrow new Error(`boom after ${a}`);'
     with ModelServer(
         [_workflow(script), Reply(text=["ok"])],
         by_prompt={"Use the other model": [Reply(text=["fine"])]},
     ) as server:
         async with _root(server, tmp_path, js) as (agent, _events, _log):
             await agent.run("throw")
-    assert _tool_text(server, "throw").startswith(
-        "Error: workflow run failed: (exception): Error: boom after fine"
+    # The script's own line numbers, not the wrapped program's.
+    assert _tool_text(server, "throw") == (
+        "Error: workflow run failed: Error: boom after fine\n    at <anonymous> (<script>:2)"
     )
     assert server.requests_for("Use the other model")[0].body["model"] == "other-model"
 
