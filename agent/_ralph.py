@@ -65,7 +65,7 @@ def parse_report(answer: str) -> dict[str, Any] | None:
     for raw in reversed(candidates):
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # model text: malformed, or nested past the parser
             continue
         if not isinstance(data, dict):
             continue

@@ -319,7 +319,7 @@ def _answer_json(answer: str) -> tuple[bool, Any]:
     for raw in reversed(candidates):
         try:
             return True, json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # model text: malformed, or nested past the parser
             continue
     return False, None
 

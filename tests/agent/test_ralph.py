@@ -177,3 +177,5 @@ def test_parse_report_takes_the_last_valid_fenced_object_and_bounds_it() -> None
     assert len(report["summary"]) == 2000 and len(report["evidence"]) == 20
     assert parse_report('{"status": "done", "summary": "x"}') is None
     assert parse_report("no json at all") is None
+    # Nested past the JSON parser's recursion limit: no report, no crash.
+    assert parse_report("[" * 100_000 + "]" * 100_000) is None

@@ -408,3 +408,19 @@ async def test_a_program_in_code_mode_starts_a_workflow(
             async with enable_subagents(agent):
                 await agent.run("code it")
     assert json.loads(_tool_text(server, "code it")) == ["hi", 3]
+
+
+async def test_a_hostile_answer_is_a_failed_child_not_a_dead_host(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    deep = "[" * 200_000 + "]" * 200_000
+    schema = '{type: "object", properties: {}, additionalProperties: true}'
+    script = f'return [await agent("Deep one", {{schema: {schema}}}), "after"];'
+    with ModelServer(
+        [_workflow(script), Reply(text=["ok"])],
+        by_prompt={"Deep one": [Reply(text=[deep]), Reply(text=[f"```json\n{deep}\n```"])]},
+    ) as server:
+        async with _root(server, tmp_path, js) as (agent, _events, _log):
+            await agent.run("deep")
+    value = json.loads(_tool_text(server, "deep").split("Return value:\n", 1)[1])
+    assert value == [None, "after"]
