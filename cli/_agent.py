@@ -340,9 +340,13 @@ async def _session(opts: _Options, control: _Control) -> int:
         )
         # Workflow scripts get a QuickJS runtime of their own: the run_code runtime's wall
         # clock (a minute) is far too short for a script that waits on many children.
-        workflow_runtime = await stack.enter_async_context(
-            sandbox.TypeScriptRuntime(limits=WORKFLOW_LIMITS)
-        )
+        workflow_runtime: Any = None
+        try:
+            workflow_runtime = await stack.enter_async_context(
+                sandbox.TypeScriptRuntime(limits=WORKFLOW_LIMITS)
+            )
+        except Exception as exc:  # a machine where the sandbox cannot start
+            view.note(f"workflow is unavailable: its QuickJS sandbox did not start ({exc})")
         for tool in agent_tools(store, subagents=config, workflow_runtime=workflow_runtime):
             runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))
