@@ -22,7 +22,9 @@ waiting for other items' later stages; ``pipeline`` has no barrier of its own.
 
 Children are made by the tree's ``ChildHost`` under the calling agent: its workspace, its
 tools and every guard on its scope chain; the call's abort signal reaches each of them.
-With ``opts.schema`` (an object-rooted schema in the enforced subset: ``type``,
+A child talks to the caller's model unless ``opts.provider`` / ``opts.model`` say otherwise,
+or the phase it belongs to (``opts.phase``, else the current ``phase()``) declares a
+``provider`` / ``model`` in ``meta.phases``. With ``opts.schema`` (an object-rooted schema in the enforced subset: ``type``,
 ``properties``, ``required``, ``additionalProperties``, ``items``, ``enum``, ``const``,
 ``oneOf``, plus annotations) the child is asked to end with a JSON value; one that does not
 validate gets one repair turn, then ``null``.
@@ -173,7 +175,7 @@ def _check_script(script: str) -> None:
         stack.extend(reversed(node.children))
 
 
-def _check_meta(meta: Any) -> dict[str, Any]:
+def _check_meta(meta: Any, providers: Mapping[str, Any]) -> dict[str, Any]:
     def bad(message: str) -> WorkflowError:
         return WorkflowError(f"invalid workflow meta: {message}", "WORKFLOW_META")
 
@@ -190,6 +192,13 @@ def _check_meta(meta: Any) -> dict[str, Any]:
         if title in titles:
             raise bad(f"meta.phases[{i}].title {title!r} is declared twice")
         titles.add(title)
+        provider = phase.get("provider")
+        if provider is not None and provider not in providers:
+            offered = ", ".join(sorted(providers)) or "none"
+            raise bad(
+                f"meta.phases[{i}].provider {provider!r} is not a provider of this host "
+                f"(it offers: {offered})"
+            )
     return dict(meta)
 
 
@@ -396,11 +405,6 @@ def _hook_tools(
         for key in ("label", "phase", "provider", "model"):
             if key in opts and opts[key] is not None and not isinstance(opts[key], str):
                 raise run.refuse(f"agent(): opts.{key} must be a string")
-        if opts.get("provider") is not None and opts["provider"] not in providers:
-            offered = ", ".join(sorted(providers)) or "none"
-            raise run.refuse(
-                f"agent(): unknown provider {opts['provider']!r} (this host offers: {offered})"
-            )
         if opts.get("schema") is not None:
             try:
                 assert_object_json_schema(opts["schema"], label="opts.schema")
@@ -416,9 +420,20 @@ def _hook_tools(
                 f"agent(): the workflow already started {run.started} agents (the cap is "
                 f"{max_agents}); coordinate fewer, larger tasks"
             )
-        client = providers.get(opts["provider"]) if opts.get("provider") else None
-        if opts.get("model"):
-            client = (client or run.parent.client).with_model(opts["model"])
+        # The LLM target: the call's own overrides, else what the phase it names (or the
+        # current one) declares in meta.phases, else the caller's client.
+        group = opts.get("phase") or run.phase
+        declared = next((p for p in run.meta.get("phases") or () if p.get("title") == group), {})
+        provider = opts.get("provider") or declared.get("provider")
+        model = opts.get("model") or declared.get("model")
+        if provider and provider not in providers:
+            offered = ", ".join(sorted(providers)) or "none"
+            raise run.refuse(
+                f"agent(): unknown provider {provider!r} (this host offers: {offered})"
+            )
+        client = providers[provider] if provider else None
+        if model:
+            client = (client or run.parent.client).with_model(model)
         label = opts.get("label") or prompt.strip().splitlines()[0][:60]
         try:
             child = run.host.make_child(run.parent, label=label, client=client)
@@ -567,7 +582,7 @@ def build_workflow_tool(
                 "workflow is unavailable: this agent session cannot start subagents",
                 "WORKFLOW_NO_AGENT",
             )
-        meta = _check_meta(args["meta"])
+        meta = _check_meta(args["meta"], offered)
         script: str = args["script"]
         _check_script(script)
         script_args = args.get("args") or {}

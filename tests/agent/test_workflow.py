@@ -424,3 +424,28 @@ async def test_a_hostile_answer_is_a_failed_child_not_a_dead_host(
             await agent.run("deep")
     value = json.loads(_tool_text(server, "deep").split("Return value:\n", 1)[1])
     assert value == [None, "after"]
+
+
+async def test_a_phase_declares_the_model_its_children_use(
+    tmp_path: Path, js: TypeScriptRuntime
+) -> None:
+    meta = {**META, "phases": [{"title": "Deep", "detail": "slow thinking", "model": "big"}]}
+    script = 'await agent("Before any phase");\nphase("Deep");\nawait agent("In the deep phase");\nreturn 1;'
+    with ModelServer(
+        [_workflow(script, meta), Reply(text=["ok"])],
+        by_prompt={"Before any": [Reply(text=["a"])], "In the deep": [Reply(text=["b"])]},
+    ) as server:
+        async with _root(server, tmp_path, js) as (agent, events, _log):
+            await agent.run("phased")
+    assert server.requests_for("Before any")[0].body["model"] == "scripted"
+    assert server.requests_for("In the deep")[0].body["model"] == "big"
+    shown = [e for e in events if e["type"] == "workflow" and e["event"] == "phase"]
+    assert shown[0]["detail"] == "slow thinking"
+    bad = {**META, "phases": [{"title": "X", "provider": "elsewhere"}]}
+    with ModelServer([_workflow("return 1;", bad), Reply(text=["ok"])]) as server:
+        async with _root(server, tmp_path, js) as (agent, _events, _log):
+            await agent.run("bad phase")
+    assert _tool_text(server, "bad phase") == (
+        "Error: invalid workflow meta: meta.phases[0].provider 'elsewhere' is not a provider "
+        "of this host (it offers: none)"
+    )
