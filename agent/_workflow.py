@@ -423,7 +423,9 @@ def _hook_tools(
         # The LLM target: the call's own overrides, else what the phase it names (or the
         # current one) declares in meta.phases, else the caller's client.
         group = opts.get("phase") or run.phase
-        declared: dict[str, Any] = next((p for p in run.meta.get("phases") or () if p.get("title") == group), {})
+        declared: dict[str, Any] = next(
+            (p for p in run.meta.get("phases") or () if p.get("title") == group), {}
+        )
         provider = opts.get("provider") or declared.get("provider")
         model = opts.get("model") or declared.get("model")
         if provider and provider not in providers:
