@@ -12,21 +12,13 @@ import pytest
 
 from codemode.agent import (
     Agent,
-    ModelClient,
-    ModelConfig,
-    RetryPolicy,
     build_ralph_tool,
-    enable_subagents,
-    new_session_info,
     parse_report,
 )
-from codemode.engine import MemorySessionLog, ToolRuntime
-from codemode.tools import default_tools
+from tests.agent.harness import agent_tree, tool_text
 from tests.agent.model_server import Call, ModelServer, Reply, Status
 
 pytestmark = pytest.mark.anyio
-
-FAST = RetryPolicy(max_retries=0, base_delay=0.001, max_delay=0.01)
 
 
 def _report(status: str, summary: str, blocker: str | None = None) -> Reply:
@@ -42,23 +34,8 @@ def _report(status: str, summary: str, blocker: str | None = None) -> Reply:
 
 @contextlib.asynccontextmanager
 async def _root(server: ModelServer, tmp_path: Path, **ralph: Any) -> AsyncIterator[Agent]:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    rt = ToolRuntime(mode="native")
-    for tool in default_tools(ws, output_dir=tmp_path / "out"):
-        rt.register(tool)
-    rt.register(build_ralph_tool(**ralph))
-    async with ModelClient(
-        ModelConfig(server.base_url, "scripted", retry=FAST), api_key="k"
-    ) as client:
-        agent = Agent(
-            rt,
-            rt.scope("agent", session=MemorySessionLog()),
-            client,
-            session=new_session_info(workspace=str(ws)),
-        )
-        async with enable_subagents(agent, session_dir=tmp_path / "sessions"):
-            yield agent
+    async with agent_tree(server, tmp_path, build_ralph_tool(**ralph)) as tree:
+        yield tree.agent
 
 
 def _ralph(**args: Any) -> Reply:
@@ -66,11 +43,7 @@ def _ralph(**args: Any) -> Reply:
 
 
 def _result(server: ModelServer) -> str:
-    return str(
-        [m for m in server.requests_for("use ralph")[-1].messages if m["role"] == "tool"][-1][
-            "content"
-        ]
-    )
+    return tool_text(server, "use ralph")
 
 
 async def test_rounds_until_a_worker_reports_completion(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,85 +14,31 @@ import pytest
 from codemode.agent import (
     CHILD_PROMPT,
     Agent,
-    ModelClient,
-    ModelConfig,
-    RetryPolicy,
     SubagentConfig,
-    Subagents,
     build_subagent_tools,
-    enable_subagents,
-    new_session_info,
 )
 from codemode.engine import (
     AbortController,
     SqliteSessionLog,
     ToolExecutionInput,
-    ToolRuntime,
 )
 from codemode.engine.json import thaw
-from codemode.tools import JobManager, default_tools
+from tests.agent.harness import Tree, agent_tree, call_args
 from tests.agent.model_server import Call, Hold, ModelServer, Reply, Status
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(max_retries=0, base_delay=0.001, max_delay=0.01)
+_args = call_args
 
 
-def _args(**values: Any) -> list[str]:
-    return [json.dumps(values)]
-
-
-class Tree:
-    """A root agent with the subagent tools, its jobs and its session folder."""
-
-    def __init__(self, agent: Agent, service: Subagents, folder: Path) -> None:
-        self.agent = agent
-        self.service = service
-        self.folder = folder
-
-
-@contextlib.asynccontextmanager
-async def _tree(
+def _tree(
     server: ModelServer,
     tmp_path: Path,
     *,
     config: SubagentConfig | None = None,
-    wait: bool = True,
-    max_depth: int = 3,
-    resume: bool = False,
-) -> AsyncIterator[Tree]:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    folder = tmp_path / "sessions"
-    folder.mkdir(exist_ok=True)
-    async with JobManager(output_dir=tmp_path / "jobs") as jobs:
-        rt = ToolRuntime(mode="native")
-        for tool in default_tools(ws, jobs=jobs, output_dir=tmp_path / "out"):
-            rt.register(tool)
-        for tool in build_subagent_tools(config):
-            rt.register(tool)
-        with SqliteSessionLog(folder / "root.db") as log:
-            async with ModelClient(
-                ModelConfig(server.base_url, "scripted", retry=FAST), api_key="k"
-            ) as client:
-                agent = Agent(
-                    rt,
-                    rt.scope("agent", session=log),
-                    client,
-                    max_steps=6,
-                    session=new_session_info(workspace=str(ws)),
-                )
-                if resume:
-                    agent.resume()
-                service = enable_subagents(
-                    agent,
-                    session_dir=folder,
-                    jobs=jobs,
-                    wait_for_children=wait,
-                    max_depth=max_depth,
-                )
-                async with service:
-                    yield Tree(agent, service, folder)
+    **options: Any,
+) -> contextlib.AbstractAsyncContextManager[Tree]:
+    return agent_tree(server, tmp_path, *build_subagent_tools(config), **options)
 
 
 def _tools(request: Any) -> list[str]:

@@ -18,20 +18,17 @@ from codemode.agent import (
     AgentEvent,
     ModelClient,
     ModelConfig,
-    RetryPolicy,
     build_workflow_tool,
     enable_subagents,
-    new_session_info,
     render_workflow_value,
 )
-from codemode.engine import AbortController, MemorySessionLog, ToolRuntime
+from codemode.engine import AbortController, MemorySessionLog, SqliteSessionLog, ToolRuntime
 from codemode.sandbox import TypeScriptRuntime
-from codemode.tools import default_tools
+from tests.agent.harness import FAST, agent_tree, tool_text
 from tests.agent.model_server import Call, Hold, ModelServer, Reply
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(max_retries=0, base_delay=0.001, max_delay=0.01)
 META = {"name": "audit-files", "description": "Audit every file."}
 
 
@@ -49,27 +46,9 @@ async def js() -> AsyncIterator[TypeScriptRuntime]:
 @contextlib.asynccontextmanager
 async def _root(
     server: ModelServer, tmp_path: Path, js: TypeScriptRuntime, **options: Any
-) -> AsyncIterator[tuple[Agent, list[AgentEvent], MemorySessionLog]]:
-    ws = tmp_path / "ws"
-    ws.mkdir(exist_ok=True)
-    rt = ToolRuntime(mode="native")
-    for tool in default_tools(ws, output_dir=tmp_path / "out"):
-        rt.register(tool)
-    rt.register(build_workflow_tool(js, **options))
-    events: list[AgentEvent] = []
-    log = MemorySessionLog()
-    async with ModelClient(
-        ModelConfig(server.base_url, "scripted", retry=FAST), api_key="k"
-    ) as client:
-        agent = Agent(
-            rt,
-            rt.scope("agent", session=log),
-            client,
-            on_event=events.append,
-            session=new_session_info(workspace=str(ws)),
-        )
-        async with enable_subagents(agent, session_dir=tmp_path / "sessions"):
-            yield agent, events, log
+) -> AsyncIterator[tuple[Agent, list[AgentEvent], SqliteSessionLog]]:
+    async with agent_tree(server, tmp_path, build_workflow_tool(js, **options)) as tree:
+        yield tree.agent, tree.events, tree.log
 
 
 def _workflow(script: str, meta: dict[str, Any] | None = None, **extra: Any) -> Reply:
@@ -77,9 +56,7 @@ def _workflow(script: str, meta: dict[str, Any] | None = None, **extra: Any) -> 
     return Reply(calls=[Call("w1", "workflow", [json.dumps(args)])])
 
 
-def _tool_text(server: ModelServer, marker: str) -> str:
-    messages = server.requests_for(marker)[-1].messages
-    return str([m for m in messages if m["role"] == "tool"][-1]["content"])
+_tool_text = tool_text
 
 
 def _user_text(body: dict[str, Any]) -> str:
@@ -126,7 +103,7 @@ async def test_fan_out_over_20_children_with_a_schema(
         [_workflow(FAN_OUT, args={"files": files}), Reply(text=["audited"])],
         by_prompt={"Audit file": [child] * 22},
     ) as server:
-        async with _root(server, tmp_path, js, max_concurrency=4) as (agent, events, log):
+        async with _root(server, tmp_path, js, max_concurrency=4) as (agent, events, _log):
             outcomes = await agent.run("audit the repo")
     assert outcomes[-1].ok
     text = _tool_text(server, "audit the repo")
@@ -154,7 +131,7 @@ async def test_fan_out_over_20_children_with_a_schema(
     # Each agent() went through the pipeline as a sub-call, with its dispatch events.
     dispatched = [
         e
-        for e in log.events
+        for e in SqliteSessionLog.read(tmp_path / "sessions" / "root.db")
         if e["type"] == "tool/code-dispatch-start" and e.get("name") == "agent"
     ]
     assert len(dispatched) == 20
