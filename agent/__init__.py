@@ -104,6 +104,7 @@ from ._subagent import Subagents as Subagents
 from ._subagent import build_subagent_tools as build_subagent_tools
 from ._subagent import enable_subagents as enable_subagents
 from ._workflow import WORKFLOW_LIMITS as WORKFLOW_LIMITS
+from ._workflow import WorkflowRuntime as WorkflowRuntime
 from ._workflow import build_workflow_tool as build_workflow_tool
 from ._workflow import render_workflow_value as render_workflow_value
 
@@ -143,6 +144,7 @@ __all__ = [
     "Usage",
     "WORKFLOW_LIMITS",
     "WorkflowError",
+    "WorkflowRuntime",
     "agent_for",
     "agent_tools",
     "build_goal_tools",

@@ -50,8 +50,11 @@ import json
 import re
 import secrets
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
+import anyio
+import anyio.abc
 import tree_sitter
 import tree_sitter_typescript
 
@@ -75,7 +78,7 @@ from ._errors import WorkflowError
 from ._loop import Agent, agent_for
 from ._model import ModelClient
 
-__all__ = ["WORKFLOW_LIMITS", "build_workflow_tool", "render_workflow_value"]
+__all__ = ["WORKFLOW_LIMITS", "WorkflowRuntime", "build_workflow_tool", "render_workflow_value"]
 
 MAX_RESULT_CHARS = 50_000
 MAX_SCRIPT_CHARS = 256 * 1024
@@ -101,6 +104,94 @@ def _workflow_limits() -> Any:
 
 #: The ``Limits`` a host's workflow ``TypeScriptRuntime`` should use (4 h wall, 30 s CPU).
 WORKFLOW_LIMITS = _workflow_limits()
+
+
+class WorkflowRuntime:
+    """The QuickJS runtime workflow scripts run in: a ``TypeScriptRuntime`` (``limits``,
+    default ``WORKFLOW_LIMITS``) started on the first script and stopped when the host
+    leaves ``async with``, so a session that never runs a workflow never boots a sandbox
+    for one. It is a ``CodeRuntime`` (``language``, ``isolation``, ``run``).
+
+    A sandbox that cannot start (a machine without the kernel features it needs) makes
+    each workflow call fail with ``workflow is unavailable: its QuickJS sandbox did not
+    start (...)`` instead of failing the host.
+    """
+
+    language = "typescript"
+    isolation = "process"
+
+    def __init__(self, limits: Any = None) -> None:
+        self.limits = limits if limits is not None else WORKFLOW_LIMITS
+        self._group: anyio.abc.TaskGroup | None = None
+        self._runtime: Any = None
+        self._ready: anyio.Event | None = None
+        self._stop: anyio.Event | None = None  # made on entry: anyio needs a running loop
+        self._error: str | None = None
+
+    async def __aenter__(self) -> WorkflowRuntime:
+        self._stop = anyio.Event()
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self._stop is not None:
+            self._stop.set()
+        group, self._group = self._group, None
+        return None if group is None else await group.__aexit__(exc_type, exc, tb)
+
+    @property
+    def started(self) -> bool:
+        """Whether the sandbox is running now."""
+        return self._runtime is not None
+
+    async def start(self) -> None:
+        """Start the sandbox (once) and wait until it runs; ``WorkflowError`` if it cannot."""
+        if self._runtime is not None:
+            return
+        if self._ready is None:
+            if self._group is None:
+                raise WorkflowError(
+                    "workflow is unavailable: its runtime is not running (enter the "
+                    "WorkflowRuntime with `async with`)",
+                    "WORKFLOW_FAILED",
+                )
+            self._ready = anyio.Event()
+            self._group.start_soon(self._hold, name="workflow sandbox")
+        await self._ready.wait()
+        if self._runtime is None:
+            reason = self._error or "it was stopped"
+            raise WorkflowError(
+                f"workflow is unavailable: its QuickJS sandbox did not start ({reason})",
+                "WORKFLOW_FAILED",
+            )
+
+    async def _hold(self) -> None:
+        from codemode.sandbox import TypeScriptRuntime
+
+        assert self._ready is not None and self._stop is not None
+        try:
+            async with TypeScriptRuntime(limits=self.limits) as runtime:
+                self._runtime = runtime
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as exc:
+            self._error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._runtime = None
+            self._ready.set()
+
+    async def run(self, request: Any) -> Any:
+        """Run one script program (the ``CodeRuntime`` seam), starting the sandbox first."""
+        await self.start()
+        return await self._runtime.run(request)
+
 
 # ----------------------------------------------------------------- static checks
 
@@ -552,9 +643,9 @@ def build_workflow_tool(
     max_agents: int = 100,
     providers: Mapping[str, ModelClient] | None = None,
 ) -> ToolDefinition:
-    """The ``workflow`` tool, running scripts in ``code_runtime`` (a ``TypeScriptRuntime``
-    the host opened, ideally with ``WORKFLOW_LIMITS``; it may be shared with nothing else's
-    limits in mind: a workflow waits for minutes).
+    """The ``workflow`` tool, running scripts in ``code_runtime``: a ``WorkflowRuntime``
+    the host entered (started on first use), or any ``TypeScriptRuntime`` it opened (with
+    ``WORKFLOW_LIMITS`` or as long a wall clock: a workflow waits for minutes).
 
     ``max_concurrency`` bounds the children running at once in one run, ``max_agents`` the
     children one run may start (the tree's ``ChildHost`` caps apply as well);
@@ -593,6 +684,9 @@ def build_workflow_tool(
                 f"invalid workflow script: args exceed {MAX_ARGS_BYTES} bytes as JSON",
                 "WORKFLOW_SCRIPT",
             )
+        starter = getattr(code_runtime, "start", None)
+        if isinstance(code_runtime, WorkflowRuntime) and starter is not None:
+            await starter()  # a sandbox that cannot start fails here, named
         kill = AbortController()
         run = _Run(parent, host, meta, kill)
         follow = ctx.signal.add_listener(lambda s: kill.abort(s.reason))

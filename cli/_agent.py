@@ -48,10 +48,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-import codemode.sandbox as sandbox
 from codemode.agent import (
     INSTALL_HINT,
-    WORKFLOW_LIMITS,
     Agent,
     AgentEvent,
     ModelClient,
@@ -62,6 +60,7 @@ from codemode.agent import (
     SubagentConfig,
     TurnOrigin,
     TurnOutcome,
+    WorkflowRuntime,
     agent_tools,
     enable_services,
     new_session_info,
@@ -340,13 +339,8 @@ async def _session(opts: _Options, control: _Control) -> int:
         )
         # Workflow scripts get a QuickJS runtime of their own: the run_code runtime's wall
         # clock (a minute) is far too short for a script that waits on many children.
-        workflow_runtime: Any = None
-        try:
-            workflow_runtime = await stack.enter_async_context(
-                sandbox.TypeScriptRuntime(limits=WORKFLOW_LIMITS)
-            )
-        except Exception as exc:  # a machine where the sandbox cannot start
-            view.note(f"workflow is unavailable: its QuickJS sandbox did not start ({exc})")
+        # (started on the first workflow call, so other sessions boot no sandbox for it).
+        workflow_runtime = await stack.enter_async_context(WorkflowRuntime())
         for tool in agent_tools(store, subagents=config, workflow_runtime=workflow_runtime):
             runtime.register(tool)
         log = stack.enter_context(SqliteSessionLog(opts.session))

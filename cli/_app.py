@@ -453,13 +453,12 @@ def list_tools(
         async with open_invocation(ws, "python", sandbox=False) as invocation:
             # The agent-bound rows too (goals, schedules, session queries): `codemode agent`
             # serves them; elsewhere no agent drives the scope and they say so when called.
-            from codemode.agent import WORKFLOW_LIMITS, SessionStore, agent_tools
-            from codemode.sandbox import TypeScriptRuntime
+            from codemode.agent import SessionStore, WorkflowRuntime, agent_tools
 
             with tempfile.TemporaryDirectory(prefix="codemode-tools-") as scratch:
                 # Only to build the session-query and workflow tools for the listing (the
                 # runtime is never started: nothing runs).
-                listing_only = TypeScriptRuntime(limits=WORKFLOW_LIMITS)
+                listing_only = WorkflowRuntime()
                 for tool in agent_tools(SessionStore(scratch), workflow_runtime=listing_only):
                     invocation.runtime.register(tool)
                 return catalog_entries(invocation.runtime, invocation.agent)

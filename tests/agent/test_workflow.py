@@ -18,6 +18,7 @@ from codemode.agent import (
     AgentEvent,
     ModelClient,
     ModelConfig,
+    WorkflowRuntime,
     build_workflow_tool,
     enable_subagents,
     render_workflow_value,
@@ -425,4 +426,27 @@ async def test_a_phase_declares_the_model_its_children_use(
     assert _tool_text(server, "bad phase") == (
         "Error: invalid workflow meta: meta.phases[0].provider 'elsewhere' is not a provider "
         "of this host (it offers: none)"
+    )
+
+
+async def test_the_workflow_runtime_starts_on_first_use(tmp_path: Path) -> None:
+    lazy = WorkflowRuntime()
+    script = 'return await agent("Lazy child");'
+    with ModelServer(
+        [_workflow(script), Reply(text=["ok"]), _workflow(script), Reply(text=["ok"])],
+        by_prompt={"Lazy child": [Reply(text=["ran"])]},
+    ) as server:
+        async with lazy:
+            async with agent_tree(server, tmp_path, build_workflow_tool(lazy)) as tree:
+                assert not lazy.started  # no sandbox until a workflow runs
+                await tree.agent.run("lazy one")
+                assert lazy.started
+        assert not lazy.started
+        assert tool_text(server, "lazy one").endswith('Return value:\n"ran"')
+        # Not entered: the call says so (the host survives).
+        async with agent_tree(server, tmp_path, build_workflow_tool(WorkflowRuntime())) as tree:
+            await tree.agent.run("lazy two")
+    assert tool_text(server, "lazy two") == (
+        "Error: workflow is unavailable: its runtime is not running (enter the "
+        "WorkflowRuntime with `async with`)"
     )
