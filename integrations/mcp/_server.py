@@ -9,7 +9,8 @@ server (the SDK's low-level ``Server``):
   ``describe_tool`` and a compact index of the catalog (``_catalog``). In ``both`` mode
   every other tool is listed too, with its normalised schema.
 - ``tools/call`` runs the call through ``runtime.execute`` (the whole guarded pipeline;
-  a program's sub-calls go through it again). Every failure, a failed program, an
+  a program's sub-calls go through it again; ``run_code``'s ``description`` is optional
+  over MCP, ``DEFAULT_RUN_DESCRIPTION`` standing in for it). Every failure, a failed program, an
   unknown tool or invalid arguments included, is an ``is_error`` result carrying the
   failure's text, never a JSON-RPC error.
 - A client cancelling a call (``notifications/cancelled``, or an HTTP client going
@@ -50,6 +51,12 @@ DEFAULT_SDK_BUDGET = 40_000
 # task is cancelled outright (the sandbox kills a worker at once; this bounds a tool
 # body that ignores its signal).
 _ABORT_GRACE_S = 5.0
+
+# ``run_code``'s ``description`` argument (a title for the host's UI and the session log)
+# is required by the engine's schema, but an MCP host's own code, or a client that only
+# knows "send the program as ``code``", may leave it out: over MCP it is optional and
+# this stands in for it.
+DEFAULT_RUN_DESCRIPTION = "Run a program sent over MCP"
 
 
 def call_result(result: ToolExecutionResult) -> Any:
@@ -178,6 +185,9 @@ class CodeModeServer:
             if schema.name == "run_code":
                 description = self.run_code_description()
             parameters = thaw(schema.parameters)
+            if schema.name == "run_code" and isinstance(parameters, dict):
+                required = [r for r in parameters.get("required", []) if r != "description"]
+                parameters = {**parameters, "required": required}
             if not isinstance(parameters, dict) or parameters.get("type") != "object":
                 # MCP requires an object input schema; a tool taking a string or an
                 # object (the discovery tools) is listed with its object form.
@@ -198,10 +208,16 @@ class CodeModeServer:
         grace period) for the pipeline to wind the run down, then re-raises.
         """
         controller = AbortController()
+        if arguments is None:
+            arguments = {}
+        if name == "run_code" and isinstance(arguments, dict):
+            given = arguments.get("description")
+            if given is None or (isinstance(given, str) and not given.strip()):
+                arguments = {**arguments, "description": DEFAULT_RUN_DESCRIPTION}
         input_ = ToolExecutionInput(
             call_id=f"mcp-{uuid.uuid4().hex[:12]}",
             name=name,
-            arguments={} if arguments is None else arguments,
+            arguments=arguments,
             signal=controller.signal,
             agent=self.agent,
         )

@@ -48,7 +48,9 @@ async def test_code_mode_lists_run_code_carrying_the_whole_sdk(language: str) ->
         tools = (await client.list_tools()).tools
         assert [t.name for t in tools] == ["run_code"]
         (run_code,) = tools
-        assert run_code.input_schema["required"] == ["code", "description"]
+        # Over MCP the program's title is optional (the engine's schema requires it).
+        assert run_code.input_schema["required"] == ["code"]
+        assert "description" in run_code.input_schema["properties"]
         description = run_code.description
         assert description.startswith(f"Execute a {language.title().replace('script', 'Script')}")
         assert server.full_sdk in description and not server.compact
@@ -110,6 +112,17 @@ async def test_failures_are_is_error_results_not_protocol_errors() -> None:
         assert unknown.is_error and "no_such_tool" in text_of(unknown)
         bad_args = await client.call_tool("run_code", {"code": 5})
         assert bad_args.is_error and "invalid arguments" in text_of(bad_args)
+
+
+async def test_run_code_without_a_description_runs_under_a_stand_in_title() -> None:
+    async with served("python", Recorder()) as (client, _):
+        plain = await client.call_tool("run_code", {"code": "return 6 * 7"})
+        assert not plain.is_error and text_of(plain) == "42"
+        blank = await client.call_tool("run_code", {"code": "return 1", "description": " "})
+        assert not blank.is_error and text_of(blank) == "1"
+        # Only a missing title is filled in: a wrong type is still invalid arguments.
+        typed = await client.call_tool("run_code", {"code": "return 1", "description": 3})
+        assert typed.is_error and "invalid arguments" in text_of(typed)
 
 
 @pytest.mark.parametrize("client_mode", ["legacy", "auto"])
