@@ -45,6 +45,7 @@ import os
 import signal
 import time
 from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -143,6 +144,10 @@ class RunSupervisor:
         self._outcome: _Outcome | None = None
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        # Read once in the run's own task: frames are often handed on from the socket's
+        # readiness callback, where there is no current task to tell asyncio from trio
+        # (anyio's spawn fails there under a plain ``asyncio.run``).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._functions = {b.global_name: b.functions for b in request.bindings}
 
     @property
@@ -169,6 +174,7 @@ class RunSupervisor:
         signal_: AbortSignal = self.request.signal
         dispose = signal_.add_listener(lambda s: self.settle("abort", reason_text(s.reason)))
         try:
+            self._loop = _asyncio_loop()
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 self._scope = tg.cancel_scope
@@ -229,7 +235,7 @@ class RunSupervisor:
         self.bridge = bridge = HostBridge(
             worker,
             self.limits.frame_bytes,
-            self._tg.start_soon,
+            self._spawn,
             max_depth=self.limits.max_nesting_depth,
         )
         baseline = worker.cpu_ns if worker.cpu_ns is not None else cpu_ns(worker.pid)
@@ -258,7 +264,7 @@ class RunSupervisor:
         if not bridge.send(frame, flush=True):
             self.settle("exception", "program is too large for the bridge")
             return
-        loop = _asyncio_loop()
+        loop = self._loop
         if loop is not None:
             # On asyncio the watchdog is a timer chain and the reader runs here: no task
             # spawn on the path of every run (a tenth of a warm start's host time).
@@ -364,14 +370,20 @@ class RunSupervisor:
             self._parked.pop().set()
         elif self._relays < _MAX_RELAYS:
             self._relays += 1
-            loop = _asyncio_loop()
-            if loop is not None:
-                task = loop.create_task(self._relay_queued(bridge), name="sandbox call relay")
-                self._relay_tasks.add(task)
-                task.add_done_callback(self._relay_done)
-            else:
-                assert self._tg is not None
-                self._tg.start_soon(self._relay_queued, bridge)
+            self._spawn(self._relay_queued, bridge, name="sandbox call relay")
+
+    def _spawn(
+        self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any, name: str = ""
+    ) -> None:
+        """Start ``fn(*args)`` as a task the run owns (safe from a loop callback)."""
+        loop = self._loop
+        if loop is not None:
+            task: asyncio.Task[None] = loop.create_task(fn(*args), name=name or None)
+            self._relay_tasks.add(task)
+            task.add_done_callback(self._relay_done)
+        else:
+            assert self._tg is not None
+            self._tg.start_soon(fn, *args)
 
     async def _relay_queued(self, bridge: HostBridge) -> None:
         """Relay queued calls (one of at most ``_MAX_RELAYS`` tasks); park when none is

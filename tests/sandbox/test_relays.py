@@ -70,3 +70,32 @@ async def test_parked_relays_end_with_the_run() -> None:
         )
         assert ok(result) == list(range(8))
         assert _relay_tasks() == []
+
+
+def test_calls_relay_in_plain_tasks_under_asyncio_run() -> None:
+    # Call frames are handed on from the socket's readiness callback, where no task is
+    # current: under a plain ``asyncio.run`` (no anyio runner) an anyio spawn there
+    # raised and the run hung until its wall-clock ceiling.
+    names: list[str] = []
+
+    async def echo(args: Any) -> Any:
+        task = asyncio.current_task()
+        names.append(task.get_name() if task is not None else "")
+        return args
+
+    program = (
+        "import asyncio\n"
+        "await tools.echo({'i': -1})\n"
+        "values = await asyncio.gather(*[tools.echo({'i': i}) for i in range(8)])\n"
+        "return [v['i'] for v in values]\n"
+    )
+
+    async def main() -> Any:
+        async with PythonRuntime(Limits(max_wall_ms=30_000)) as runtime:
+            request = CodeRunRequest(program, bindings({"echo": echo}), AbortController().signal)
+            return await runtime.run(request)
+
+    result = asyncio.run(main())
+    assert ok(result) == list(range(8))
+    assert len(names) == 9
+    assert set(names) == {"sandbox call relay"}
