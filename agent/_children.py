@@ -18,6 +18,7 @@ able to fork-bomb the host.
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,14 @@ from ._loop import Agent, TurnOutcome
 from ._model import ModelClient
 from ._session import new_session_info
 
-__all__ = ["CHILD_PROMPT", "ChildHost", "ChildLimitError", "ChildResult", "ChildStatus"]
+__all__ = [
+    "CHILD_PROMPT",
+    "ChildHost",
+    "ChildLimitError",
+    "ChildResult",
+    "ChildStatus",
+    "json_candidates",
+]
 
 #: How a child's run ended: ``completed`` (its turn ended normally), ``cancelled`` (its
 #: signal fired), ``failed`` (the model could not be asked, or the host failed),
@@ -51,6 +59,16 @@ CHILD_PROMPT = (
     "hand back, not your steps. Work in the shared workspace; when you are done, answer with "
     "a self-contained final result (what you found or changed, and where)."
 )
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
+
+
+def json_candidates(answer: str) -> list[str]:
+    """The texts in a child's ``answer`` that may hold its JSON result, the most likely
+    first: its ```json fences from the last one back, else the whole answer."""
+    fenced = [m.group(1) for m in _FENCE.finditer(answer)]
+    return list(reversed(fenced)) if fenced else [answer.strip()]
+
 
 _HOSTS: weakref.WeakKeyDictionary[Agent, ChildHost] = weakref.WeakKeyDictionary()
 

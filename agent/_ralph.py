@@ -28,14 +28,13 @@ there is one (``RalphError``, ``RALPH_ROUND_FAILED``); other codes ``RALPH_NO_AG
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from typing import Any
 
 from codemode.engine import ToolDefinition, ToolOutput, text
 from codemode.tools import define_catalog_tool
 
-from ._children import ChildHost, ChildLimitError
+from ._children import ChildHost, ChildLimitError, json_candidates
 from ._errors import RalphError
 from ._loop import Agent, agent_for
 
@@ -45,7 +44,6 @@ MAX_SAFE_INTEGER = 2**53 - 1
 RENDER_CAP = 16384
 _STRING_CAP = 2000
 _LIST_CAP = 20
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
 
 
 def _clip(value: str) -> str:
@@ -61,8 +59,7 @@ def _strings(value: object) -> list[str] | None:
 def parse_report(answer: str) -> dict[str, Any] | None:
     """The worker's structured report in ``answer`` (bounded), or ``None`` when there is
     no valid one."""
-    candidates = [m.group(1) for m in _FENCE.finditer(answer)] or [answer.strip()]
-    for raw in reversed(candidates):
+    for raw in json_candidates(answer):
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError):  # model text: malformed, or nested past the parser

@@ -46,6 +46,7 @@ TypeScript syntax, a syntax error), ``WORKFLOW_NO_AGENT``, ``workflow run was ca
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -73,7 +74,7 @@ from codemode.engine.json import dumps_pretty
 from codemode.engine.schema import assert_object_json_schema, validate_json_schema_value
 from codemode.tools import define_catalog_tool
 
-from ._children import ChildHost, ChildLimitError
+from ._children import ChildHost, ChildLimitError, json_candidates
 from ._errors import WorkflowError
 from ._loop import Agent, agent_for
 from ._model import ModelClient
@@ -85,7 +86,6 @@ MAX_SCRIPT_CHARS = 256 * 1024
 MAX_ARGS_BYTES = 4 * 2**20
 _KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _OPTS = ("schema", "label", "phase", "provider", "model")
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
 
 
 def _workflow_limits() -> Any:
@@ -223,8 +223,14 @@ _TS_ONLY = frozenset(
 _WRAP_HEAD = "async function __workflow__() {\n"
 
 
+@functools.cache
+def _language() -> tree_sitter.Language:
+    return tree_sitter.Language(tree_sitter_typescript.language_typescript())
+
+
 def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_typescript.language_typescript()))
+    # A parser holds mutable state: one per script check (cheap); the grammar is shared.
+    return tree_sitter.Parser(_language())
 
 
 def _check_script(script: str) -> None:
@@ -415,8 +421,7 @@ _FAILED = re.compile(r"code run failed \((?P<kind>[^)]*)\): ")
 
 
 def _answer_json(answer: str) -> tuple[bool, Any]:
-    candidates = [m.group(1) for m in _FENCE.finditer(answer)] or [answer.strip()]
-    for raw in reversed(candidates):
+    for raw in json_candidates(answer):
         try:
             return True, json.loads(raw)
         except (ValueError, RecursionError):  # model text: malformed, or nested past the parser
@@ -684,9 +689,8 @@ def build_workflow_tool(
                 f"invalid workflow script: args exceed {MAX_ARGS_BYTES} bytes as JSON",
                 "WORKFLOW_SCRIPT",
             )
-        starter = getattr(code_runtime, "start", None)
-        if isinstance(code_runtime, WorkflowRuntime) and starter is not None:
-            await starter()  # a sandbox that cannot start fails here, named
+        if isinstance(code_runtime, WorkflowRuntime):
+            await code_runtime.start()  # a sandbox that cannot start fails here, named
         kill = AbortController()
         run = _Run(parent, host, meta, kill)
         follow = ctx.signal.add_listener(lambda s: kill.abort(s.reason))
