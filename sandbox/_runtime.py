@@ -76,7 +76,7 @@ class ProcessRuntime:
         return BoundarySpec(memory_bytes=self.limits.max_memory_bytes, cpu_seconds=cpu_seconds)
 
     def _warm_options(self) -> dict[str, dict[str, Any]]:
-        """Options for each guest module's ``warm_worker`` (none by default)."""
+        """Options for each guest module's ``prepare_template`` (none by default)."""
         return {}
 
     def sdk_facts(self) -> dict[str, Any]:

@@ -104,10 +104,12 @@ class ForkServerClient:
         self,
         *,
         guests: dict[str, str],
+        boundary: BoundarySpec,
         preload: list[str],
         warm_options: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self._guests = dict(guests)
+        self._boundary = boundary
         self._preload = list(preload)
         self._warm_options = dict(warm_options or {})
         self._sock: socket.socket | None = None
@@ -131,6 +133,7 @@ class ForkServerClient:
         config = ServerConfig(
             ctrl_fd=server.fileno(),
             guests=self._guests,
+            boundary=self._boundary,
             preload=self._preload,
             warm_options=self._warm_options,
         )
@@ -174,7 +177,7 @@ class ForkServerClient:
             raise ForkServerError("sandbox fork server failed to start")
         task_group.start_soon(self._reader)
 
-    async def fork(self, boundary: BoundarySpec, max_frame_bytes: int) -> tuple[int, socket.socket]:
+    async def fork(self, max_frame_bytes: int) -> tuple[int, socket.socket]:
         """Fork a worker; return its pid and the host end of its bridge socket."""
         if not self.alive or self._sock is None:
             raise ForkServerError("sandbox fork server is not running")
@@ -184,7 +187,7 @@ class ForkServerClient:
         seq = self._seq
         pending = self._pending[seq] = _Pending()
         try:
-            frame = ForkRequest(seq=seq, boundary=boundary, max_frame_bytes=max_frame_bytes)
+            frame = ForkRequest(seq=seq, max_frame_bytes=max_frame_bytes)
             await self._send(encode_frame(frame), worker.fileno())
             worker.close()
             await pending.event.wait()

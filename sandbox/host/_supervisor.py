@@ -194,6 +194,7 @@ class RunSupervisor:
             if self.worker is not None:
                 self.worker.kill()
                 self.worker.close()
+                pool.run_ended()
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
         if self._relay_crash is not None:

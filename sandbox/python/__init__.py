@@ -1,6 +1,6 @@
 """The Python guest: RestrictedPython programs on an asyncio loop inside a worker.
 
-``_guest`` is the guest module (``warm``, ``warm_worker``, ``serve``); ``_policy`` is the
+``_guest`` is the guest module (``warm``, ``prepare_template``, ``prefault``, ``serve``); ``_policy`` is the
 compile-time transformer, ``_builtins`` and ``_stdlib`` the run-time guards and
 replacements, ``_modules`` the import allow-list, ``_asyncio`` the curated ``asyncio``,
 ``_objects`` what a program holds (bindings, awaitables, ``print``), ``_traceback`` its

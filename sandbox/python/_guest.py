@@ -76,7 +76,7 @@ from ._traceback import (
     program_traceback,
 )
 
-__all__ = ["compile_program", "serve", "warm", "warm_worker"]
+__all__ = ["compile_program", "prefault", "prepare_template", "serve", "warm"]
 
 _RECURSION_LIMIT = 1000
 _ARGS_LOSSY = "binding arguments must be lossless JSON"
@@ -527,7 +527,8 @@ def serve(run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) 
     sys.modules.setdefault(FILENAME, types.ModuleType(FILENAME))
     global _prepared
     prepared, _prepared = _prepared, None
-    if prepared is not None and prepared.loop is loop:
+    if prepared is not None:
+        prepared.loop = loop  # built in the fork server, whose loop is gone
         prepared.attach(run, bridge)
     else:
         prepared = _Run(run, bridge, loop)
@@ -556,6 +557,10 @@ def warm() -> None:
     loop.close()
 
 
+# Small on purpose: it runs in every worker (``prefault``), so its compile is paid per
+# fork; it writes what nearly every run writes (compile, globals, the loop, the result).
+_PREFAULT_PROGRAM = "d = {'k': [1, 'x']}\nreturn {'v': len(d), 's': f'{1:02d}'}\n"
+
 _WARM_PROGRAM = (
     "import json\n"
     "class C:\n    def __init__(self):\n        self.n = 0\n"
@@ -566,18 +571,49 @@ _WARM_PROGRAM = (
 )
 
 
-def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
-    """Run a small program once in a fresh worker, before it reports ``ready``.
+def prepare_template(
+    loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None
+) -> None:
+    """In the fork server: run the warm-up program once, then build the globals every
+    worker's run starts from (guards, builtins, module facades: about a tenth of a warm
+    start's worker time, moved off the run). ``options`` is unused: the Python guest
+    needs none of the runtime's limits ahead of time.
 
-    ``options`` is unused: the Python guest needs none of the runtime's limits ahead of time.
-
-    A forked worker shares its pages with the fork server; the first run touches (and so
-    copies) a few megabytes of them. Doing that here keeps it off the run's latency.
+    The prepared run is made of fresh objects (the warm-up's are dropped), so nothing
+    of the warm-up program can reach a real one; each worker gets its own copy.
     """
-    code = compile_program(_WARM_PROGRAM)
-    assert not isinstance(code, tuple), code
+    _run_warm_program(loop)
+    global _prepared
     frame = RunFrame(
         guest="python", program=_WARM_PROGRAM, bindings=[], max_output_bytes=1 << 20,
+        max_frame_bytes=1 << 20, max_sub_calls=1,
+    )  # fmt: skip
+    _prepared = _Run(frame, None, None)  # type: ignore[arg-type]
+    _prepared.prepare()
+
+
+def prefault(loop: asyncio.AbstractEventLoop) -> None:
+    """In a fresh, locked-down worker: run a small program once, before the run frame.
+
+    The worker shares its pages with the fork server; the first run writes (and so
+    copies) a few megabytes of them. Doing it here, while the worker idles, keeps those
+    faults off the run's latency. The program runs on its own globals, never on the
+    prepared run's.
+    """
+    _run_warm_program(loop, _PREFAULT_PROGRAM)
+    if _prepared is not None and _prepared.env is not None:
+        # Reading the prepared globals writes their reference counts: their pages are
+        # copied now, not when the run first touches them.
+        for value in _prepared.env.values():
+            del value
+
+
+def _run_warm_program(loop: asyncio.AbstractEventLoop, program: str = "") -> None:
+    program = program or _WARM_PROGRAM
+    code = compile_program(program)
+    assert not isinstance(code, tuple), code
+    frame = RunFrame(
+        guest="python", program=program, bindings=[], max_output_bytes=1 << 20,
         max_frame_bytes=1 << 20, max_sub_calls=1,
     )  # fmt: skip
     run = _Run(frame, None, loop)  # type: ignore[arg-type]
@@ -588,12 +624,6 @@ def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None 
     _encode(DoneFrame(value=result.value))
     if run.reserve is not None:
         run.reserve.close()
-    # The run this worker will serve, with its globals built: about a tenth of a warm
-    # start's worker time, moved ahead of the run frame. Fresh objects (the warm-up's are
-    # dropped), so nothing of the warm-up program can reach the real one.
-    global _prepared
-    _prepared = _Run(frame, None, loop)  # type: ignore[arg-type]
-    _prepared.prepare()
 
 
 _prepared: _Run | None = None

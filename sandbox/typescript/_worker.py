@@ -19,9 +19,10 @@ the worker's address-space rlimit) and its log flood.
 
 ``warm()`` runs in the fork server: it imports QuickJS (the C extension only: the
 ``quickjs`` package starts a helper thread, which a locked-down worker must not have and,
-with its process rlimit at 0, cannot start), the catch-guard parser and the prelude sources, and runs one program. Each new
-worker then builds its context ahead of the run in ``warm_worker`` (about 2 ms off the
-run's latency), with the runtime's limits from ``ServerConfig.warm_options``.
+with its process rlimit at 0, cannot start), the catch-guard parser and the prelude
+sources, and runs one program. ``prepare_template`` then builds the runs' context once,
+in the server, with the runtime's limits from ``ServerConfig.warm_options``; each worker
+inherits its own copy (about 2 ms off every run's latency, and off every fork).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from ._guest import (
 )
 from ._options import TsGuestOptions
 
-__all__ = ["serve", "warm", "warm_worker"]
+__all__ = ["prefault", "prepare_template", "serve", "warm"]
 
 _ARGS_TOO_BIG = "binding arguments exceed the bridge frame limit ({} bytes)"
 _ARGS_LOSSY = "binding arguments must be lossless JSON"
@@ -290,8 +291,15 @@ def warm() -> None:
     decode_frame(_result_decoder, b'{"type":"result","id":1,"ok":true,"value":[1]}')
 
 
-def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
-    """Build the next run's QuickJS context ahead of time, with the runtime's limits."""
+def prepare_template(
+    loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None
+) -> None:
+    """Build the runs' QuickJS context once, in the fork server, with the runtime's
+    limits: every worker inherits its own copy of it, untouched by any run."""
     global _prepared
     if options is not None:
         _prepared = (options, JsGuest(_limits(options)))
+
+
+def prefault(loop: asyncio.AbstractEventLoop) -> None:
+    """Nothing yet: QuickJS's pages are written by the run itself."""

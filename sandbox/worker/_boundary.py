@@ -29,7 +29,10 @@ __all__ = [
     "Isolation",
     "apply_limits",
     "isolate_server",
+    "ServerLockDown",
     "lock_down",
+    "lock_down_server",
+    "lock_down_worker",
     "prepare",
     "remove_workdir",
 ]
@@ -181,21 +184,23 @@ def prepare() -> None:
         os.close(null)
 
 
-def apply_limits(spec: BoundarySpec) -> list[str]:
+def apply_limits(spec: BoundarySpec, *, server: bool = False) -> list[str]:
     """Set the rlimits (soft == hard, while they can still be raised); notes for gaps.
 
-    Called before the guest's per-worker warm-up, so that the warm-up is sized and
-    charged against the same limits as the run (the TypeScript guest sizes its QuickJS
-    heap from ``RLIMIT_AS``).
+    Called before the guests' warm-up, so that what it prepares is sized against the
+    same limits as the run (the TypeScript guest sizes its QuickJS heap from
+    ``RLIMIT_AS``). In the fork server (``server``) only the limits it can live under
+    itself: address space, file size and core; CPU time and open files are set in each
+    worker (``lock_down_worker``), since the server's own would count against them.
     """
     notes: list[str] = []
-    limits = [
-        (resource.RLIMIT_AS, spec.memory_bytes),
-        (resource.RLIMIT_CPU, spec.cpu_seconds),
-        (resource.RLIMIT_NOFILE, spec.open_files),
-        (resource.RLIMIT_FSIZE, 0),
-        (resource.RLIMIT_CORE, 0),
-    ]
+    limits = [(resource.RLIMIT_AS, spec.memory_bytes)]
+    if not server:
+        limits += [
+            (resource.RLIMIT_CPU, spec.cpu_seconds),
+            (resource.RLIMIT_NOFILE, spec.open_files),
+        ]
+    limits += [(resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0)]
     for which, value in limits:
         try:
             resource.setrlimit(which, (value, value))
@@ -204,17 +209,27 @@ def apply_limits(spec: BoundarySpec) -> list[str]:
     return notes
 
 
-def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[str]:
-    """Confine the filesystem, drop privileges and install seccomp; notes for gaps.
+class ServerLockDown(msgspec.Struct, frozen=True):
+    """What ``lock_down_server`` achieved, for the per-worker half (``lock_down_worker``)."""
 
-    With ``private_root``, the working directory is the fork server's empty private
-    root and becomes the worker's root. Runs after the guest's warm-up, which may still
-    read files (the TypeScript guest reads ``/proc/self/statm``); nothing after this
-    point can. Order matters: ``chroot``
-    needs the privilege that is dropped next; dropping credentials clears the
-    parent-death signal, so that is set afterwards; Landlock is applied to the final
-    credentials; seccomp comes last because it forbids ``chroot``, ``prctl`` and
-    ``setrlimit``.
+    notes: list[str]
+    chrooted: bool
+    #: Credentials were changed to ``nobody`` (root hosts): workers then also get
+    #: ``RLIMIT_NPROC`` 0, which the server itself cannot have (it must fork).
+    dropped: bool
+
+
+def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) -> ServerLockDown:
+    """The half of the lock-down every worker inherits, applied once in the fork server.
+
+    After its warm-up the fork server becomes the template of its workers (a *zygote*):
+    it enters the empty private root (``chroot`` through its working directory, the
+    root descriptor), drops to ``nobody`` (or clears its capabilities inside its user
+    namespace) and re-arms its parent-death signal, which the credential change
+    cleared. A fresh worker then costs one ``fork`` plus ``lock_down_worker``, instead
+    of a ``chroot`` and a credential change of its own. What only a worker may have
+    (CPU and process limits the server would trip over, Landlock's per-process scope,
+    seccomp, which refuses ``fork``) is left to ``lock_down_worker``.
     """
     notes: list[str] = []
     chrooted = False
@@ -224,13 +239,13 @@ def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[s
             chrooted = True
         except OSError as exc:
             notes.append(f"private filesystem root not entered: chroot failed ({exc.strerror})")
+    dropped = False
     if spec.drop_privileges and os.geteuid() == 0:
         try:
             os.setgroups([])
             os.setresgid(_NOBODY, _NOBODY, _NOBODY)
             os.setresuid(_NOBODY, _NOBODY, _NOBODY)
-            # Threads count against the (per-user) process limit; the guests need none.
-            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+            dropped = True
         except OSError as exc:
             notes.append(f"privilege drop failed: {exc}")
     elif spec.drop_privileges:
@@ -238,13 +253,35 @@ def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[s
         # Inside the fork server's user namespace the worker holds every capability
         # there (over its own namespaces only); it needs none of them.
         notes.extend(_drop_capabilities())
-    libc = _libc()
-    if libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
-        notes.append(f"parent-death signal unavailable ({_errno_text()})")
-    if os.getppid() != parent_pid:
-        # The fork server died before the death signal was armed.
-        os._exit(70)
-    notes.extend(_deny_filesystem(chrooted))
+    _arm_parent_death(parent_pid, notes)
+    return ServerLockDown(notes, chrooted, dropped)
+
+
+def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown) -> list[str]:
+    """The per-worker half of the lock-down, in a worker forked from a locked-down server.
+
+    CPU time and open files (the server's own would count against it), no processes
+    or threads (the server must fork), the parent-death signal (never inherited),
+    Landlock (a nested domain per worker, so its signal and socket scope excludes its
+    siblings) and seccomp last, because it refuses ``setrlimit`` and ``prctl``.
+    """
+    notes: list[str] = []
+    for which, value in (
+        (resource.RLIMIT_CPU, spec.cpu_seconds),
+        (resource.RLIMIT_NOFILE, spec.open_files),
+    ):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (OSError, ValueError) as exc:
+            notes.append(f"rlimit {which} not applied: {exc}")
+    if server.dropped:
+        try:
+            # Threads count against the (per-user) process limit; the guests need none.
+            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+        except (OSError, ValueError) as exc:
+            notes.append(f"privilege drop failed: {exc}")
+    _arm_parent_death(parent_pid, notes)
+    notes.extend(_deny_filesystem(server.chrooted))
     if spec.seccomp:
         try:
             install_filter(os.getpid())
@@ -253,6 +290,30 @@ def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[s
     else:
         notes.append("seccomp disabled by configuration")
     return notes
+
+
+def lock_down(spec: BoundarySpec, parent_pid: int, private_root: bool) -> list[str]:
+    """Confine the filesystem, drop privileges and install seccomp; notes for gaps.
+
+    Both halves in one process (``lock_down_server`` then ``lock_down_worker``), for a
+    process that is not forked from a locked-down server. With ``private_root``, the
+    working directory is the fork server's empty private root and becomes the root.
+    Order matters: ``chroot`` needs the privilege that is dropped next; dropping
+    credentials clears the parent-death signal, so that is set afterwards; Landlock is
+    applied to the final credentials; seccomp comes last because it forbids ``chroot``,
+    ``prctl`` and ``setrlimit``.
+    """
+    server = lock_down_server(spec, parent_pid, private_root)
+    return server.notes + lock_down_worker(spec, parent_pid, server)
+
+
+def _arm_parent_death(parent_pid: int, notes: list[str]) -> None:
+    libc = _libc()
+    if libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
+        notes.append(f"parent-death signal unavailable ({_errno_text()})")
+    if os.getppid() != parent_pid:
+        # The parent died before the death signal was armed.
+        os._exit(70)
 
 
 class _CapHeader(ctypes.Structure):

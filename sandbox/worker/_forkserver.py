@@ -22,6 +22,7 @@ and exits; a parent-death signal covers the host dying without closing the socke
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import gc
 import os
@@ -34,7 +35,15 @@ from typing import Any
 
 import msgspec
 
-from ._boundary import BoundarySpec, Isolation, isolate_server, remove_workdir
+from ._boundary import (
+    BoundarySpec,
+    Isolation,
+    ServerLockDown,
+    apply_limits,
+    isolate_server,
+    lock_down_server,
+    remove_workdir,
+)
 from ._frames import FrameBuffer, encode_frame
 from ._guest import load_guest
 from ._main import worker_main
@@ -45,13 +54,18 @@ _CONTROL_FRAME_BYTES = 1 << 20
 
 
 class ServerConfig(msgspec.Struct, frozen=True, rename="camel"):
-    """Start-up configuration (passed as a JSON command-line argument)."""
+    """Start-up configuration (passed as a JSON command-line argument).
+
+    ``boundary`` is fixed for the server's life: the server applies the inheritable
+    half of it to itself before it forks anything (see ``_boundary.lock_down_server``).
+    """
 
     ctrl_fd: int
     guests: dict[str, str]
+    boundary: BoundarySpec
     preload: list[str] = msgspec.field(default_factory=list)
-    # Per guest module: what its ``warm_worker`` needs to prepare a run ahead of time
-    # (the TypeScript guest builds its QuickJS context with the runtime's limits).
+    # Per guest module: what its ``prepare_template`` needs to prepare a run ahead of
+    # time (the TypeScript guest builds its QuickJS context with the runtime's limits).
     warm_options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
@@ -59,7 +73,6 @@ class ForkRequest(msgspec.Struct, frozen=True, tag="fork", tag_field="type", ren
     """Fork one worker bound to the fd sent alongside this frame."""
 
     seq: int
-    boundary: BoundarySpec
     max_frame_bytes: int
 
 
@@ -114,14 +127,32 @@ def main(config_json: str) -> None:
     workdir = tempfile.mkdtemp(prefix="codemode-worker-")
     os.chmod(workdir, 0o555)
     isolation = isolate_server(workdir)
-    # Workers enter their root through this descriptor, never by path: what they chroot
-    # into is the directory (or tmpfs) set up here, whatever happens to the path later.
+    # The server enters its root through this descriptor, never by path: what it (and
+    # so every worker) chroots into is the directory (or tmpfs) set up here, whatever
+    # happens to the path later.
     root_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    os.fchdir(root_fd)
+    os.close(root_fd)
+    # Workers put their stdio on this descriptor: there is no /dev/null in the root.
+    null_fd = os.open(os.devnull, os.O_RDWR)
+    notes = list(isolation.notes)
+    notes += apply_limits(config.boundary, server=True)
+    # What every worker inherits, built once under the same limits as a run (the
+    # TypeScript guest sizes its QuickJS heap from RLIMIT_AS): the loop is only for the
+    # build; each worker makes its own.
+    loop = asyncio.new_event_loop()
+    for name in sorted(set(config.guests.values())):
+        load_guest(name).prepare_template(loop, config.warm_options.get(name))
+    loop.close()
+    # From here on the server is the template of its workers: in its private root, as
+    # nobody. Nothing after this reads a host file.
+    locked = lock_down_server(config.boundary, parent, isolation.private_root)
+    notes += locked.notes
     # Freeze without a full collection first: collecting took 10-15 ms of every cold
     # start, and what it would free is shared with the workers, never touched (frozen
     # objects are invisible to their collector) and gone with the server.
     gc.freeze()
-    _Server(ctrl, config, workdir, root_fd, isolation).serve()
+    _Server(ctrl, config, workdir, null_fd, isolation, locked, notes).serve()
 
 
 class _Server:
@@ -130,14 +161,17 @@ class _Server:
         ctrl: socket.socket,
         config: ServerConfig,
         workdir: str,
-        root_fd: int,
+        null_fd: int,
         isolation: Isolation,
+        locked: ServerLockDown,
+        notes: list[str],
     ):
         self.ctrl = ctrl
         self.config = config
         self.workdir = workdir
-        self.root_fd = root_fd
-        self.notes = isolation.notes
+        self.null_fd = null_fd
+        self.locked = locked
+        self.notes = notes
         self.private_root = isolation.private_root
         # The PID namespace's init (0 without one) is reaped like a worker, but its
         # death ends the server: no worker can be forked into a namespace without it.
@@ -203,15 +237,14 @@ class _Server:
             try:
                 worker_main(
                     fd,
-                    request.boundary,
-                    self.root_fd,
-                    self.private_root,
+                    self.config.boundary,
+                    self.locked,
+                    self.null_fd,
                     # 0 inside a PID namespace (the server is outside it); a worker
                     # orphaned early sees its init (1) instead and exits.
                     os.getppid(),
                     self.config.guests,
                     request.max_frame_bytes,
-                    self.config.warm_options,
                 )
             finally:
                 os._exit(70)
@@ -247,8 +280,13 @@ class _Server:
         self.reap(block=True)
         for fd in self.fds:
             os.close(fd)
-        os.close(self.root_fd)
-        remove_workdir(self.workdir, self.private_root)
+        os.close(self.null_fd)
+        # Usually refused here (the server is chrooted and unprivileged by now); the
+        # PID namespace's init, still privileged, does it when the server is gone.
+        try:
+            remove_workdir(self.workdir, self.private_root)
+        except OSError:
+            pass
 
 
 def _drain(fd: int) -> None:

@@ -4,8 +4,9 @@ A guest is a module (named by dotted path in ``ServerConfig.guests``) that runs 
 language's programs inside a worker: ``codemode.sandbox.python._guest`` (RestrictedPython),
 ``codemode.sandbox.typescript._worker`` (QuickJS) and the test-only
 ``codemode.sandbox.worker._raw_guest``. The fork server imports each once and calls
-``warm``; every forked worker calls ``warm_worker`` before lock-down and ``serve`` with
-the ``run`` frame that names the guest.
+``warm``, then ``prepare_template`` (the state every worker inherits) before it locks
+itself down; every forked worker calls ``prefault`` once it reported ready and ``serve``
+with the ``run`` frame that names the guest.
 """
 
 from __future__ import annotations
@@ -31,12 +32,25 @@ class Guest(Protocol):
         touched are shared by every worker instead of copied into each.
         """
 
-    def warm_worker(
+    def prepare_template(
         self, loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None
     ) -> None:
-        """Prepare the next run in a fresh worker, before lock-down and ``ready``.
+        """Build, once in the fork server, what every worker's run starts from.
 
-        ``options`` are the runtime's ``warm_options`` for this module, if any.
+        Runs after ``warm``, under the run's address-space limit and before the server
+        locks itself down (it may still read files). Every worker inherits a copy of
+        what it builds, so nothing of one run reaches another. ``loop`` is closed
+        afterwards (each worker makes its own); ``options`` are the runtime's
+        ``warm_options`` for this module, if any.
+        """
+
+    def prefault(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Touch, in a fresh worker that reported ``ready``, the pages a run will write.
+
+        A worker shares its pages with the fork server until it writes them; taking
+        those copy-on-write faults while the worker idles keeps them off the run's
+        latency. Runs locked down, before the ``run`` frame is read: it must not read
+        files, and nothing it builds may reach the run.
         """
 
     def serve(self, run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:
@@ -47,5 +61,7 @@ def load_guest(module_name: str) -> Guest:
     """Import ``module_name`` and check that it is a ``Guest``."""
     module = importlib.import_module(module_name)
     if not isinstance(module, Guest):
-        raise TypeError(f"{module_name} is not a sandbox guest (needs warm, warm_worker, serve)")
+        raise TypeError(
+            f"{module_name} is not a sandbox guest (needs warm, prepare_template, prefault, serve)"
+        )
     return module

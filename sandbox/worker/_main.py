@@ -1,14 +1,21 @@
 """What a worker process does between ``fork()`` and ``_exit()``.
 
+The fork server is the worker's template: by the time it forks, it has imported and
+warmed the guests, built the state a run starts from (``Guest.prepare_template``),
+entered the empty private root, dropped to ``nobody`` and set the address-space, file
+size and core limits (``_boundary.lock_down_server``). So a worker only does what
+cannot be inherited:
+
 1. Drop everything inherited from the fork server except the bridge socket; new session
    (so the supervisor can kill the whole process group); empty environment, stdio on
-   /dev/null, cwd in an empty read-only directory.
+   /dev/null.
 2. Create the guest's event loop (it needs a socketpair, which seccomp forbids later).
-3. Set the rlimits and run the guests' per-worker warm-up (trusted code: it runs no
-   program, but may still read files, e.g. ``/proc/self/statm``).
-4. Lock down: enter the empty private root, drop privileges, parent-death signal,
-   Landlock, seccomp; report ``ready``. From here on no host file is reachable.
-5. Wait for the ``run`` frame, hand it to the guest module it names, and exit.
+3. Lock down its own half (``_boundary.lock_down_worker``): CPU, open-file and process
+   limits, parent-death signal, Landlock, seccomp; report ``ready``. From here on no
+   host file is reachable.
+4. Pre-fault what a run will write (``Guest.prefault``: copy-on-write faults taken while
+   idle, not during the run), wait for the ``run`` frame, hand it to the guest module
+   it names, and exit.
 
 The worker is generic: the guest kind comes from the ``run`` frame and must be one of
 the guest modules the fork server was started with.
@@ -20,7 +27,7 @@ import asyncio
 import os
 import signal
 import socket
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from . import _boundary
 from ._bridge import WorkerBridge
@@ -35,34 +42,32 @@ _MAX_FD = 1 << 20
 def worker_main(
     bridge_fd: int,
     spec: _boundary.BoundarySpec,
-    root_fd: int,
-    private_root: bool,
+    server: _boundary.ServerLockDown,
+    null_fd: int,
     parent_pid: int,
     guests: dict[str, str],
     max_frame_bytes: int,
-    warm_options: dict[str, dict[str, Any]] | None = None,
 ) -> NoReturn:
     """Run one worker to completion; never returns (``os._exit``)."""
     code = 0
     bridge: WorkerBridge | None = None
     try:
-        # Into the server's empty directory (its private root, when it has one) by
-        # descriptor, before that descriptor is closed with the rest.
-        os.fchdir(root_fd)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (0, 1, 2):
+            os.dup2(null_fd, fd)
         os.closerange(3, bridge_fd)
         os.closerange(bridge_fd + 1, _MAX_FD)
         os.setsid()
-        _boundary.prepare()
+        os.environ.clear()
         sock = socket.socket(fileno=bridge_fd)
         loop = asyncio.new_event_loop()
-        notes = _boundary.apply_limits(spec)
-        for module_name in sorted(set(guests.values())):
-            load_guest(module_name).warm_worker(loop, (warm_options or {}).get(module_name))
-        notes += _boundary.lock_down(spec, parent_pid, private_root)
+        notes = _boundary.lock_down_worker(spec, parent_pid, server)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
+        modules = [load_guest(name) for name in sorted(set(guests.values()))]
+        for module in modules:
+            module.prefault(loop)
         run = bridge.read_run()
         if run is not None:
             bridge.set_max_frame_bytes(run.max_frame_bytes)

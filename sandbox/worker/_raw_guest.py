@@ -18,15 +18,21 @@ import msgspec
 from ._bridge import WorkerBridge
 from ._frames import DoneFrame, ErrorSpec, RunFrame
 
-__all__ = ["serve", "warm", "warm_worker"]
+__all__ = ["prefault", "prepare_template", "serve", "warm"]
 
 
 def warm() -> None:
     """Nothing to warm: the raw guest imports nothing beyond the worker's own modules."""
 
 
-def warm_worker(loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None) -> None:
-    """Nothing to prepare per worker."""
+def prepare_template(
+    loop: asyncio.AbstractEventLoop, options: dict[str, Any] | None = None
+) -> None:
+    """Nothing to prepare for the workers."""
+
+
+def prefault(loop: asyncio.AbstractEventLoop) -> None:
+    """Nothing to pre-fault."""
 
 
 def serve(run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:

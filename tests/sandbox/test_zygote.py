@@ -1,0 +1,131 @@
+"""The fork server as its workers' template (zygote): it locks itself down once, before
+it forks, and every worker adds only what cannot be inherited.
+
+Observed from outside, through ``/proc`` of the real processes: the server's
+credentials, root and limits; each worker's seccomp filter, limits and parent-death
+set-up; and that nothing one run writes reaches the next, although every worker is a
+copy of the same prepared state.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import pytest
+from sandbox_helpers import make_runner, ok
+
+from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
+
+pytestmark = pytest.mark.anyio
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="credentials are dropped on root hosts")
+
+
+def status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as handle:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in handle if ":\t" in line)
+
+
+def limits(pid: int) -> dict[str, tuple[str, str]]:
+    out: dict[str, tuple[str, str]] = {}
+    with open(f"/proc/{pid}/limits") as handle:
+        next(handle)
+        for line in handle:
+            name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
+            out[name] = (soft, hard)
+    return out
+
+
+def stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()
+
+
+async def idle_worker(rt: ProcessRuntime) -> int:
+    pool = rt._pool
+    assert pool is not None
+    await rt.wait_ready()
+    return pool._idle[0].pid
+
+
+@root_only
+@pytest.mark.parametrize("runtime", [PythonRuntime, TypeScriptRuntime])
+async def test_the_server_is_locked_down_before_it_forks(runtime: type[ProcessRuntime]) -> None:
+    async with runtime(Limits(pool_size=1, max_compute_ms=3000)) as rt:
+        server = rt.processes().server_pid
+        info = status(server)
+        assert info["Uid"].split() == ["65534"] * 4
+        assert info["Gid"].split() == ["65534"] * 4
+        assert info["Groups"].strip() == ""
+        assert info["CapEff"] == "0000000000000000"
+        # Its root is the empty private root, not the host's.
+        assert os.readlink(f"/proc/{server}/root") != "/"
+        assert os.listdir(f"/proc/{server}/root") == []
+        # It must go on forking: no seccomp of its own, no CPU or process limit.
+        assert info["Seccomp"] == "0"
+        server_limits = limits(server)
+        assert server_limits["Max cpu time"] == ("unlimited", "unlimited")
+        assert server_limits["Max processes"] != ("0", "0")
+        # What every worker inherits is already set on the server.
+        assert server_limits["Max address space"] == (str(512 << 20),) * 2
+        assert server_limits["Max file size"] == ("0", "0")
+
+
+@pytest.mark.parametrize("runtime", [PythonRuntime, TypeScriptRuntime])
+async def test_each_worker_adds_its_own_half(runtime: type[ProcessRuntime]) -> None:
+    async with runtime(Limits(pool_size=1, max_compute_ms=3000)) as rt:
+        worker = await idle_worker(rt)
+        info = status(worker)
+        assert info["NoNewPrivs"] == "1"
+        assert info["Seccomp"] == "2"
+        assert info["Seccomp_filters"] == "1"  # ours, and nothing inherited beneath it
+        worker_limits = limits(worker)
+        assert worker_limits["Max cpu time"] == ("5", "5")  # 3 s + the 2 s backstop
+        assert worker_limits["Max open files"] == ("64", "64")
+        assert worker_limits["Max address space"] == (str(512 << 20),) * 2
+        if os.geteuid() == 0:
+            assert worker_limits["Max processes"] == ("0", "0")
+            assert info["Uid"].split() == ["65534"] * 4
+        # Nothing of the server's is open: stdio on /dev/null, the loop's own epoll and
+        # self-pipe (made in the worker), and the bridge.
+        fds = sorted(int(fd) for fd in os.listdir(f"/proc/{worker}/fd"))
+        targets = [os.readlink(f"/proc/{worker}/fd/{fd}") for fd in fds]
+        assert targets[:3] == ["/dev/null"] * 3
+        assert targets[3] == "anon_inode:[eventpoll]"
+        assert len(fds) == 7 and all(t.startswith("socket:") for t in targets[4:])
+        server = rt.processes().server_pid
+        server_fds = {
+            os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd")
+        }
+        assert not (server_fds - {"/dev/null"}) & set(targets)
+        # A session of its own, so the supervisor can kill its whole process group.
+        fields = stat_fields(worker)
+        assert int(fields[2]) == worker and int(fields[3]) == worker  # pgrp, session
+
+
+@pytest.mark.parametrize(
+    ("runtime", "write", "read"),
+    [
+        (
+            PythonRuntime,
+            "leak = 1\nreturn 1",
+            "try:\n    leak\nexcept NameError:\n    return 'clean'\nreturn 'leaked'",
+        ),
+        (
+            TypeScriptRuntime,
+            "globalThis.leak = 1; Object.prototype.polluted = 1; return 1",
+            "return typeof leak === 'undefined' && ({}).polluted === undefined"
+            " ? 'clean' : 'leaked'",
+        ),
+    ],
+)
+async def test_runs_share_nothing_though_workers_copy_one_template(
+    runtime: type[ProcessRuntime], write: str, read: str
+) -> None:
+    async with runtime(Limits(pool_size=2)) as rt:
+        run = make_runner(rt)
+        for _ in range(3):
+            assert ok(await run(write)) == 1
+            await anyio.sleep(0.02)
+            assert ok(await run(read)) == "clean"
