@@ -229,6 +229,7 @@ class _Run:
             self.reserve = None
         try:
             self.finish(DoneFrame(error=ErrorSpec(kind=kind, message=message)))
+            self.bridge.linger()
         finally:
             os._exit(0)
 

@@ -26,6 +26,11 @@ __all__ = ["WorkerBridge"]
 _RECV = 256 * 1024
 
 
+# How long a finished worker waits for the host's kill before exiting by itself (the
+# host kills at once; this only bounds a worker whose host stopped listening).
+_LINGER_S = 10.0
+
+
 class WorkerBridge:
     """Frames over the inherited bridge socket (see module docstring)."""
 
@@ -151,6 +156,34 @@ class WorkerBridge:
                         on_result(frame)
 
         loop.add_reader(self.sock.fileno(), readable)
+
+    def linger(self, seconds: float = _LINGER_S) -> None:
+        """After ``done``: block until the host hangs up (or kills us), at most ``seconds``.
+
+        The host SIGKILLs a worker as soon as its run settles. Exiting on our own
+        instead tears down the whole copied address space right away, and on a machine
+        with few cores that teardown ran before the host was scheduled to read ``done``:
+        measured, it added ~0.65 ms to every run. Blocked here, the worker yields the
+        CPU to the host, and the kernel reclaims it after the host has its result.
+        Whatever the host still sends is read and dropped.
+        """
+        if self.closed:
+            return
+        deadline = time.monotonic() + seconds
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        while True:
+            wait_ms = math.ceil((deadline - time.monotonic()) * 1000)
+            if wait_ms <= 0 or not poller.poll(wait_ms):
+                return
+            try:
+                data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+            if not data:
+                return
 
     def _decode(self, payload: bytes) -> Any:
         try:

@@ -77,6 +77,7 @@ def worker_main(
                 bridge.send(DoneFrame(error=error))
             else:
                 load_guest(guest_module).serve(run, bridge, loop)
+            bridge.linger()
     except BaseException as exc:
         code = 70
         if bridge is not None:
