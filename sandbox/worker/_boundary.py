@@ -228,8 +228,10 @@ def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) ->
     namespace) and re-arms its parent-death signal, which the credential change
     cleared. A fresh worker then costs one ``fork`` plus ``lock_down_worker``, instead
     of a ``chroot`` and a credential change of its own. What only a worker may have
-    (CPU and process limits the server would trip over, Landlock's per-process scope,
-    seccomp, which refuses ``fork``) is left to ``lock_down_worker``.
+    (CPU and process limits the server would trip over, Landlock's per-process scope)
+    is left to ``lock_down_worker``. Seccomp is split the same way: the server installs
+    the whole program less what it still needs (``fork``, a worker's set-up), every
+    worker adds a small filter refusing exactly that.
     """
     notes: list[str] = []
     chrooted = False
@@ -254,6 +256,13 @@ def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) ->
         # there (over its own namespaces only); it needs none of them.
         notes.extend(_drop_capabilities())
     _arm_parent_death(parent_pid, notes)
+    if spec.seccomp:
+        try:
+            # The server's variant (it must still fork, and set each worker up): every
+            # worker inherits it and adds its own small filter on top.
+            install_filter(0, "server")
+        except SeccompUnavailable as exc:
+            notes.append(str(exc))
     return ServerLockDown(notes, chrooted, dropped)
 
 
@@ -263,7 +272,8 @@ def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown
     CPU time and open files (the server's own would count against it), no processes
     or threads (the server must fork), the parent-death signal (never inherited),
     Landlock (a nested domain per worker, so its signal and socket scope excludes its
-    siblings) and seccomp last, because it refuses ``setrlimit`` and ``prctl``.
+    siblings) and the worker's seccomp filter last, because it refuses ``setrlimit`` and
+    ``prctl``.
     """
     notes: list[str] = []
     for which, value in (
@@ -284,7 +294,8 @@ def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown
     notes.extend(_deny_filesystem(server.chrooted))
     if spec.seccomp:
         try:
-            install_filter(os.getpid())
+            # With the server's program beneath it, the same refusals as the whole one.
+            install_filter(os.getpid(), "worker")
         except SeccompUnavailable as exc:
             notes.append(str(exc))
     else:

@@ -30,7 +30,14 @@ import platform
 import struct
 from typing import Any
 
-__all__ = ["SeccompUnavailable", "build_filter", "install_filter", "packed_filter", "prepare"]
+__all__ = [
+    "SeccompUnavailable",
+    "build_filter",
+    "install_filter",
+    "packed_filter",
+    "prepare",
+    "worker_filter",
+]
 
 
 class SeccompUnavailable(RuntimeError):
@@ -227,25 +234,28 @@ def _arg_hi(index: int) -> int:
     return 16 + 8 * index + 4
 
 
-def build_filter(pid: int, machine: str | None = None) -> list[tuple[int, int, int, int]]:
+# What the fork server itself must still do under its own filter, which every worker
+# inherits: fork (a ``clone`` without ``CLONE_THREAD``), a worker's set-up before its own
+# filter (the event loop's self-pipe, its limits, its parent-death signal and filter:
+# ``socketpair``, ``setrlimit``/``prlimit64``, ``prctl``) and killing its workers at
+# shutdown. ``worker_filter`` refuses exactly these again.
+_SERVER_ALLOWED = frozenset({"socketpair", "setrlimit", "prctl"})
+
+
+def build_filter(
+    pid: int, machine: str | None = None, *, server: bool = False
+) -> list[tuple[int, int, int, int]]:
     """The BPF program (list of ``(code, jt, jf, k)``) for a worker whose pid is ``pid``.
 
-    ``pid`` is the only process the worker may signal.
+    ``pid`` is the only process the worker may signal. With ``server``, the fork
+    server's variant: the same program less ``_SERVER_ALLOWED``, ``fork`` through
+    ``clone``, ``prlimit64`` writes and signals to others (``pid`` is then unused). A
+    worker runs under the server's program and its own ``worker_filter``: together they
+    refuse exactly what ``build_filter(pid)`` refuses.
     """
     machine = machine or platform.machine()
-    if machine not in _ARCHES:
-        raise SeccompUnavailable(f"seccomp filter: unsupported architecture {machine!r}")
-    audit_arch, is_x86, nrs = _ARCHES[machine]
-    deny = _RET_ERRNO | errno.EPERM
+    prog, nrs, deny = _prologue(machine)
     enosys = _RET_ERRNO | errno.ENOSYS
-    prog: list[tuple[int, int, int, int]] = [
-        _stmt(_LD_W_ABS, _OFF_ARCH),
-        _jump(_JEQ_K, audit_arch, 1, 0),
-        _stmt(_RET_K, _RET_KILL_PROCESS),
-        _stmt(_LD_W_ABS, _OFF_NR),
-    ]
-    if is_x86:
-        prog += [_jump(_JGE_K, _X32_SYSCALL_BIT, 0, 1), _stmt(_RET_K, _RET_KILL_PROCESS)]
 
     def deny_nr(name: str, action: int) -> None:
         nr = nrs[name]
@@ -253,23 +263,14 @@ def build_filter(pid: int, machine: str | None = None) -> list[tuple[int, int, i
             prog.extend([_jump(_JEQ_K, nr, 0, 1), _stmt(_RET_K, action)])
 
     for name in _DENY:
-        deny_nr(name, deny)
+        if not (server and name in _SERVER_ALLOWED):
+            deny_nr(name, deny)
     for name in _ENOSYS:
         deny_nr(name, enosys)
 
     # Each block below ends in RET on every path: the accumulator no longer holds the
     # syscall number once an argument has been loaded.
-    clone = nrs["clone"]
-    assert clone is not None
-    prog += [
-        _jump(_JEQ_K, clone, 0, 6),
-        _stmt(_LD_W_ABS, _arg_lo(0)),
-        _jump(_JSET_K, _CLONE_THREAD, 1, 0),
-        _stmt(_RET_K, deny),
-        _jump(_JSET_K, _CLONE_NAMESPACES, 0, 1),
-        _stmt(_RET_K, deny),
-        _stmt(_RET_K, _RET_ALLOW),
-    ]
+    prog += _clone_block(nrs, deny, allow_fork=server)
     for name, flags_arg in (("open", 1), ("openat", 2)):
         nr = nrs[name]
         if nr is None:
@@ -281,6 +282,69 @@ def build_filter(pid: int, machine: str | None = None) -> list[tuple[int, int, i
             _stmt(_RET_K, deny),
             _stmt(_RET_K, _RET_ALLOW),
         ]
+    if not server:
+        prog += _signal_and_limit_blocks(nrs, deny, pid)
+    prog.append(_stmt(_RET_K, _RET_ALLOW))
+    return prog
+
+
+def worker_filter(pid: int, machine: str | None = None) -> list[tuple[int, int, int, int]]:
+    """What a worker adds on top of the server's program (``build_filter(server=True)``):
+    ``_SERVER_ALLOWED`` again, ``fork`` through ``clone``, ``prlimit64`` writes and
+    signals to any process but ``pid``. Small, so that installing it costs a fresh
+    worker tens of microseconds, not the few hundred the whole program takes."""
+    machine = machine or platform.machine()
+    prog, nrs, deny = _prologue(machine)
+    for name in sorted(_SERVER_ALLOWED):
+        nr = nrs[name]
+        if nr is not None:
+            prog.extend([_jump(_JEQ_K, nr, 0, 1), _stmt(_RET_K, deny)])
+    prog += _clone_block(nrs, deny, allow_fork=False)
+    prog += _signal_and_limit_blocks(nrs, deny, pid)
+    prog.append(_stmt(_RET_K, _RET_ALLOW))
+    return prog
+
+
+def _prologue(
+    machine: str,
+) -> tuple[list[tuple[int, int, int, int]], dict[str, int | None], int]:
+    """Kill a foreign architecture (and x32), then load the syscall number."""
+    if machine not in _ARCHES:
+        raise SeccompUnavailable(f"seccomp filter: unsupported architecture {machine!r}")
+    audit_arch, is_x86, nrs = _ARCHES[machine]
+    prog: list[tuple[int, int, int, int]] = [
+        _stmt(_LD_W_ABS, _OFF_ARCH),
+        _jump(_JEQ_K, audit_arch, 1, 0),
+        _stmt(_RET_K, _RET_KILL_PROCESS),
+        _stmt(_LD_W_ABS, _OFF_NR),
+    ]
+    if is_x86:
+        prog += [_jump(_JGE_K, _X32_SYSCALL_BIT, 0, 1), _stmt(_RET_K, _RET_KILL_PROCESS)]
+    return prog, nrs, _RET_ERRNO | errno.EPERM
+
+
+def _clone_block(
+    nrs: dict[str, int | None], deny: int, *, allow_fork: bool
+) -> list[tuple[int, int, int, int]]:
+    """``clone``: never with namespace flags; without ``CLONE_THREAD`` (a fork) only
+    when ``allow_fork``."""
+    clone = nrs["clone"]
+    assert clone is not None
+    block = [_jump(_JEQ_K, clone, 0, 6 if not allow_fork else 4), _stmt(_LD_W_ABS, _arg_lo(0))]
+    if not allow_fork:
+        block += [_jump(_JSET_K, _CLONE_THREAD, 1, 0), _stmt(_RET_K, deny)]
+    block += [
+        _jump(_JSET_K, _CLONE_NAMESPACES, 0, 1),
+        _stmt(_RET_K, deny),
+        _stmt(_RET_K, _RET_ALLOW),
+    ]
+    return block
+
+
+def _signal_and_limit_blocks(
+    nrs: dict[str, int | None], deny: int, pid: int
+) -> list[tuple[int, int, int, int]]:
+    prog: list[tuple[int, int, int, int]] = []
     # kill/tkill/tgkill: only the worker itself (pid_t is 32 bits, the low word decides).
     for name in ("kill", "tkill", "tgkill"):
         nr = nrs[name]
@@ -304,7 +368,6 @@ def build_filter(pid: int, machine: str | None = None) -> list[tuple[int, int, i
         _stmt(_RET_K, _RET_ALLOW),
         _stmt(_RET_K, deny),
     ]
-    prog.append(_stmt(_RET_K, _RET_ALLOW))
     return prog
 
 
@@ -313,14 +376,16 @@ class _SockFprog(ctypes.Structure):
 
 
 @functools.cache
-def _template() -> tuple[bytes, tuple[int, ...]]:
-    """The packed program for this machine and the byte offsets of its pid constants.
+def _template(kind: str = "full") -> tuple[bytes, tuple[int, ...]]:
+    """The packed program of ``kind`` (``full``: ``build_filter``, ``worker``:
+    ``worker_filter``) for this machine and the byte offsets of its pid constants.
 
-    Building and packing the program costs a fresh worker a few hundred microseconds
+    Building and packing a program costs a fresh worker a few hundred microseconds
     (and a dlopen more), so the fork server does it once (``prepare``) and each worker
     only patches its pid in. The pid slots are found by building for two pids.
     """
-    a, b = build_filter(0), build_filter(1)
+    build = worker_filter if kind == "worker" else build_filter
+    a, b = build(0), build(1)
     slots = tuple(i * 8 + 4 for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
     return b"".join(struct.pack("=HBBI", *insn) for insn in a), slots
 
@@ -340,23 +405,30 @@ def prepare() -> None:
     """
     _prctl()
     _template()
+    _template("worker")
 
 
-def packed_filter(pid: int) -> bytes:
-    """``build_filter(pid)`` packed as ``struct sock_filter`` array, from the template."""
-    template, slots = _template()
+def packed_filter(pid: int, kind: str = "full") -> bytes:
+    """``build_filter(pid)`` (or ``worker_filter`` for ``kind="worker"``) packed as a
+    ``struct sock_filter`` array, from the template."""
+    template, slots = _template(kind)
     raw = bytearray(template)
     for offset in slots:
         struct.pack_into("=I", raw, offset, pid & 0xFFFFFFFF)
     return bytes(raw)
 
 
-def install_filter(pid: int) -> None:
-    """Set ``no_new_privs`` and install the filter on the calling (single-threaded) process.
+def install_filter(pid: int, kind: str = "full") -> None:
+    """Set ``no_new_privs`` and install a filter on the calling (single-threaded) process:
+    ``full`` (``build_filter(pid)``), ``server`` (``build_filter(server=True)``) or
+    ``worker`` (``worker_filter(pid)``, on top of the server's).
 
     Raises ``SeccompUnavailable`` when the kernel refuses.
     """
-    raw = packed_filter(pid)
+    if kind == "server":
+        raw = b"".join(struct.pack("=HBBI", *insn) for insn in build_filter(0, server=True))
+    else:
+        raw = packed_filter(pid, kind)
     buf = ctypes.create_string_buffer(raw, len(raw))
     fprog = _SockFprog(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p))
     prctl = _prctl()

@@ -62,8 +62,8 @@ async def test_the_server_is_locked_down_before_it_forks(runtime: type[ProcessRu
         # Its root is the empty private root, not the host's.
         assert os.readlink(f"/proc/{server}/root") != "/"
         assert os.listdir(f"/proc/{server}/root") == []
-        # It must go on forking: no seccomp of its own, no CPU or process limit.
-        assert info["Seccomp"] == "0"
+        # Its own seccomp filter (it must go on forking), no CPU or process limit.
+        assert info["Seccomp"] == "2" and info["Seccomp_filters"] == "1"
         server_limits = limits(server)
         assert server_limits["Max cpu time"] == ("unlimited", "unlimited")
         assert server_limits["Max processes"] != ("0", "0")
@@ -79,7 +79,7 @@ async def test_each_worker_adds_its_own_half(runtime: type[ProcessRuntime]) -> N
         info = status(worker)
         assert info["NoNewPrivs"] == "1"
         assert info["Seccomp"] == "2"
-        assert info["Seccomp_filters"] == "1"  # ours, and nothing inherited beneath it
+        assert info["Seccomp_filters"] == "2"  # the server's, and its own on top
         worker_limits = limits(worker)
         assert worker_limits["Max cpu time"] == ("5", "5")  # 3 s + the 2 s backstop
         assert worker_limits["Max open files"] == ("64", "64")
@@ -129,3 +129,74 @@ async def test_runs_share_nothing_though_workers_copy_one_template(
             assert ok(await run(write)) == 1
             await anyio.sleep(0.02)
             assert ok(await run(read)) == "clean"
+
+
+# -- the split seccomp program ----------------------------------------------------------
+
+
+def run_bpf(program: list[tuple[int, int, int, int]], data: bytes) -> int:
+    """Evaluate a classic-BPF seccomp program (the opcodes ``_seccomp`` uses)."""
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        pc += 1
+        if code == 0x20:  # LD W ABS
+            acc = int.from_bytes(data[k : k + 4], "little")
+        elif code == 0x06:  # RET K
+            return k
+        elif code in (0x15, 0x35, 0x45):  # JEQ, JGE, JSET
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += jt if taken else jf
+        else:
+            raise AssertionError(f"unexpected BPF opcode {code:#x}")
+
+
+def seccomp_data(nr: int, arch: int, args: tuple[int, ...]) -> bytes:
+    padded = (args + (0,) * 6)[:6]
+    return (
+        nr.to_bytes(4, "little")
+        + arch.to_bytes(4, "little")
+        + (0).to_bytes(8, "little")
+        + b"".join(a.to_bytes(8, "little") for a in padded)
+    )
+
+
+def strictest(*actions: int) -> int:
+    # Seccomp takes the action of lowest precedence value: KILL_PROCESS (0x80000000,
+    # negative as s32) < ERRNO (0x0005xxxx) < ALLOW (0x7fff0000).
+    return min(actions, key=lambda a: a - (1 << 32) if a & 0x80000000 else a)
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_server_and_worker_filters_together_refuse_what_the_whole_one_does(machine: str) -> None:
+    from codemode.sandbox.worker._seccomp import _ARCHES, build_filter, worker_filter
+
+    pid = 4242
+    whole = build_filter(pid, machine)
+    server = build_filter(0, machine, server=True)
+    worker = worker_filter(pid, machine)
+    arch = _ARCHES[machine][0]
+    arg_sets = [
+        (),
+        (0x00010000 | 0x00000100,),  # clone: a thread
+        (0x01200011,),  # clone: glibc's fork flags
+        (0x00010000 | 0x20000000,),  # clone: a thread in a new PID namespace
+        (pid,),  # kill: itself
+        (1, 9),  # kill: another process
+        (0, 0, 0),  # prlimit64: read
+        (0, 7, 0x1000),  # prlimit64: set
+        (0, 0x40, 0x41),  # open/openat with O_CREAT in either position
+        (0, 0, 0),  # read-only open
+    ]
+    for nr in range(0, 460):
+        for args in arg_sets:
+            data = seccomp_data(nr, arch, args)
+            expected = run_bpf(whole, data)
+            combined = strictest(run_bpf(server, data), run_bpf(worker, data))
+            assert combined == expected, (nr, args)
+    # A foreign architecture is killed by both.
+    foreign = seccomp_data(0, 0x40000003, ())
+    assert run_bpf(server, foreign) == run_bpf(worker, foreign) == 0x80000000
+    # And the server alone can fork, which the whole program refuses.
+    fork = seccomp_data(_ARCHES[machine][2]["clone"] or 0, arch, (0x01200011,))
+    assert run_bpf(server, fork) == 0x7FFF0000 != run_bpf(whole, fork)
