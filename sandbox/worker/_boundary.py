@@ -189,14 +189,17 @@ def apply_limits(spec: BoundarySpec, *, server: bool = False) -> list[str]:
 
     Called before the guests' warm-up, so that what it prepares is sized against the
     same limits as the run (the TypeScript guest sizes its QuickJS heap from
-    ``RLIMIT_AS``). In the fork server (``server``) only the limits it can live under
-    itself: address space, file size and core; CPU time and open files are set in each
-    worker (``lock_down_worker``), since the server's own would count against them.
+    ``RLIMIT_AS``). In the fork server (``server``) only file size and core: address
+    space, CPU time and open files are set in each worker (``lock_down_worker``). The
+    server's own CPU time and descriptors would count against a worker's, and a memory
+    cap below what the server maps must make each *worker* fail to start (reported
+    as that run's ``worker-exit``), not the server, which would take every run with it.
     """
     notes: list[str] = []
-    limits = [(resource.RLIMIT_AS, spec.memory_bytes)]
+    limits: list[tuple[int, int]] = []
     if not server:
         limits += [
+            (resource.RLIMIT_AS, spec.memory_bytes),
             (resource.RLIMIT_CPU, spec.cpu_seconds),
             (resource.RLIMIT_NOFILE, spec.open_files),
         ]
@@ -269,7 +272,7 @@ def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) ->
 def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown) -> list[str]:
     """The per-worker half of the lock-down, in a worker forked from a locked-down server.
 
-    CPU time and open files (the server's own would count against it), no processes
+    Address space, CPU time and open files (see ``apply_limits``), no processes
     or threads (the server must fork), the parent-death signal (never inherited),
     Landlock (a nested domain per worker, so its signal and socket scope excludes its
     siblings) and the worker's seccomp filter last, because it refuses ``setrlimit`` and
@@ -277,6 +280,7 @@ def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown
     """
     notes: list[str] = []
     for which, value in (
+        (resource.RLIMIT_AS, spec.memory_bytes),
         (resource.RLIMIT_CPU, spec.cpu_seconds),
         (resource.RLIMIT_NOFILE, spec.open_files),
     ):

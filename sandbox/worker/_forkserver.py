@@ -137,9 +137,9 @@ def main(config_json: str) -> None:
     null_fd = os.open(os.devnull, os.O_RDWR)
     notes = list(isolation.notes)
     notes += apply_limits(config.boundary, server=True)
-    # What every worker inherits, built once under the same limits as a run (the
-    # TypeScript guest sizes its QuickJS heap from RLIMIT_AS): the loop is only for the
-    # build; each worker makes its own.
+    # What every worker inherits, built once (the TypeScript guest sizes its QuickJS
+    # heap from the run's memory cap less what the server maps): the loop is only for
+    # the build; each worker makes its own.
     loop = asyncio.new_event_loop()
     for name in sorted(set(config.guests.values())):
         load_guest(name).prepare_template(loop, config.warm_options.get(name))

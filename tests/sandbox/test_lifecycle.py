@@ -77,7 +77,9 @@ async def test_pool_serves_warm_workers_and_refills() -> None:
             assert ok(await run(f"return {i}")) == i
         stats = rt.stats.pool
         assert stats.warm_checkouts == 6 and stats.cold_checkouts == 0
-        assert stats.workers_started >= 8
+        # Two to start with and one refill per run before the next: the last run's
+        # refill starts only once that run has ended, so it may not be counted yet.
+        assert stats.workers_started >= 7
 
 
 async def test_each_worker_serves_one_run() -> None:
