@@ -59,7 +59,7 @@ from .._presentation import call_card_fields, result_card_fields
 from .._results import error_message
 from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
-from .._types import ToolExecutionInput, ToolExecutionResult
+from .._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult
 from ..json import sealed, snapshot
 
 if TYPE_CHECKING:
@@ -238,6 +238,7 @@ class _Entry:
         "settled_at",
         "started_at",
         "sub_call_id",
+        "tool",
     )
 
     def __init__(
@@ -264,6 +265,7 @@ class _Entry:
         self.started_at: float | None = None
         self.settled_at: float | None = None
         self.in_flight_at_start = 0
+        self.tool: ToolDefinition | None = None
 
 
 _PUMP: Any = object()
@@ -317,11 +319,12 @@ class SubDispatchDriver:
         # The built-in logs never yield in ``append`` (see ``_session``), so an append is
         # in effect synchronous: with no dispatch-log listener there is nothing
         # that could be slow, so the settle event is appended right in the lane.
-        self._sync_session = type(self._session) in (MemorySessionLog, SqliteSessionLog)
+        self._append_now: Callable[[dict[str, Any]], int] | None = (
+            cast("MemorySessionLog | SqliteSessionLog", self._session).append_now
+            if type(self._session) in (MemorySessionLog, SqliteSessionLog)
+            else None
+        )
         run_signal.add_listener(lambda _s: self._kick())
-
-    def _ms(self, t: float | None) -> float | None:
-        return None if t is None else round((t - self._t0) * 1000, 3)
 
     def _over(self, name: str, what: str) -> BindingCallError:
         reason = reason_text(self._signal.reason)
@@ -480,7 +483,7 @@ class SubDispatchDriver:
     def _may_start(self, entry: _Entry) -> bool:
         if self._exclusive_active:
             return False
-        mode = self._rt.execution_mode(entry.input)
+        mode, entry.tool = self._rt.classify(entry.input)
         if mode == "exclusive":
             entry.exclusive = True
             return self._in_flight == 0
@@ -500,28 +503,32 @@ class SubDispatchDriver:
         entry.started_at = time.perf_counter()
         entry.in_flight_at_start = self._in_flight
         if self._session is not None:
-            await self._append(
-                sealed(
-                    {
-                        "type": "tool/code-dispatch-start",
-                        "rootCallId": self._outer.root_call_id,
-                        "parentCallId": self._outer.call_id,
-                        "subCallId": entry.sub_call_id,
-                        "name": entry.name,
-                        "arguments": entry.log_arguments,
-                        **call_card_fields(
-                            self._rt.get(entry.name, self._outer.agent), entry.log_arguments
-                        ),
-                        "timing": sealed(
-                            {
-                                "queuedMs": self._ms(entry.queued_at),
-                                "startedMs": self._ms(entry.started_at),
-                                "inFlight": self._in_flight,
-                            }
-                        ),
-                    }
-                )
+            args = entry.log_arguments
+            event = {
+                "type": "tool/code-dispatch-start",
+                "rootCallId": self._outer.root_call_id,
+                "parentCallId": self._outer.call_id,
+                "subCallId": entry.sub_call_id,
+                "name": entry.name,
+                "arguments": args,
+            }
+            # The definition ``_may_start`` classified with: for a sub-call (no code
+            # collapse applies) the one ``get`` resolves.
+            tool = entry.tool
+            if tool is not None and tool.present_call is not None:
+                event.update(call_card_fields(tool, args))
+            t0 = self._t0
+            event["timing"] = sealed(
+                {
+                    "queuedMs": round((entry.queued_at - t0) * 1000, 3),
+                    "startedMs": round((entry.started_at - t0) * 1000, 3),
+                    "inFlight": self._in_flight,
+                }
             )
+            if self._append_now is not None:
+                self._append_sync(sealed(event))
+            else:
+                await self._append(sealed(event))
         gate = await self._pipeline.prepare(entry.input)
         if isinstance(gate, Settled):
             entry.settled_at = time.perf_counter()
@@ -556,10 +563,8 @@ class SubDispatchDriver:
         if self._session is not None:
             self._pending_logs += 1
             job = (entry, final, time.perf_counter())
-            if self._sync_session and not self._hooks.listeners(
-                "tools/code-dispatch-log", self._outer.agent
-            ):
-                await self._log_settle(job)
+            if self._append_now is not None and not self._has_log_listeners():
+                self._log_settle_now(entry, final, job[2], final.content)
             else:
                 self._logs.submit(job)
 
@@ -576,48 +581,79 @@ class SubDispatchDriver:
         if final.concludes_turn:
             outer.conclude_turn()
 
+    def _has_log_listeners(self) -> bool:
+        hooks = self._hooks
+        return hooks.has("tools/code-dispatch-log") and bool(
+            hooks.listeners("tools/code-dispatch-log", self._outer.agent)
+        )
+
     async def _log_settle(self, job: tuple[_Entry, ToolExecutionResult, float]) -> None:
+        """A log worker's job: shape the durable content, then append the settle event."""
         entry, final, committed = job
         try:
             content = await self._shape_log(entry, final)
-            await self._append(
-                sealed(
-                    {
-                        "type": "tool/code-dispatch",
-                        "rootCallId": self._outer.root_call_id,
-                        "parentCallId": self._outer.call_id,
-                        "subCallId": entry.sub_call_id,
-                        "name": entry.name,
-                        "arguments": entry.log_arguments,
-                        "isError": final.is_error,
-                        "content": content,
-                        **result_card_fields(
-                            # The definition the call resolved at prepare, not a new lookup.
-                            entry.settled.exec._tool
-                            if entry.settled is not None
-                            else self._rt.get(entry.name, self._outer.agent),
-                            entry.log_arguments,
-                            final,
-                            content,
-                        ),
-                        "timing": sealed(
-                            {
-                                "queuedMs": self._ms(entry.queued_at),
-                                "startedMs": self._ms(entry.started_at),
-                                "settledMs": self._ms(entry.settled_at),
-                                "committedMs": self._ms(committed),
-                                "inFlight": entry.in_flight_at_start,
-                            }
-                        ),
-                    }
-                )
-            )
+        except BaseException:
+            self._logged()
+            raise
+        if self._append_now is not None:
+            self._log_settle_now(entry, final, committed, content)
+            return
+        try:
+            await self._append(self._settle_event(entry, final, committed, content))
         finally:
-            self._pending_logs -= 1
-            flag, self._logs_flag = self._logs_flag, None
-            if flag is not None:
-                flag.set()
-            self._check_drained()
+            self._logged()
+
+    def _log_settle_now(
+        self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
+    ) -> None:
+        try:
+            self._append_sync(self._settle_event(entry, final, committed, content))
+        finally:
+            self._logged()
+
+    def _logged(self) -> None:
+        self._pending_logs -= 1
+        flag, self._logs_flag = self._logs_flag, None
+        if flag is not None:
+            flag.set()
+        self._check_drained()
+
+    def _settle_event(
+        self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
+    ) -> dict[str, Any]:
+        args = entry.log_arguments
+        event = {
+            "type": "tool/code-dispatch",
+            "rootCallId": self._outer.root_call_id,
+            "parentCallId": self._outer.call_id,
+            "subCallId": entry.sub_call_id,
+            "name": entry.name,
+            "arguments": args,
+            "isError": final.is_error,
+            "content": content,
+        }
+        # The definition the call resolved at prepare, not a new lookup.
+        tool = (
+            entry.settled.exec._tool
+            if entry.settled is not None
+            else self._rt.get(entry.name, self._outer.agent)
+        )
+        if tool is not None and tool.present_result is not None:
+            event.update(result_card_fields(tool, args, final, content))
+        t0 = self._t0
+        settled_at = entry.settled_at
+        event["timing"] = sealed(
+            {
+                "queuedMs": round((entry.queued_at - t0) * 1000, 3),
+                "startedMs": None
+                if entry.started_at is None
+                else round((entry.started_at - t0) * 1000, 3),
+                "settledMs": None if settled_at is None else round((settled_at - t0) * 1000, 3),
+                "committedMs": round((committed - t0) * 1000, 3),
+                "inFlight": entry.in_flight_at_start,
+            }
+        )
+        return sealed(event)
 
     async def _shape_log(self, entry: _Entry, final: ToolExecutionResult) -> Any:
         """The durable copy of a settled sub-result's content: the
@@ -658,15 +694,18 @@ class SubDispatchDriver:
             )
             return final.content
 
-    async def _append(self, event: dict[str, Any]) -> None:
-        if self._session is None:
-            return
+    def _append_sync(self, event: dict[str, Any]) -> None:
+        assert self._append_now is not None
         try:
-            if self._sync_session:
-                # The built-in logs never wait: skip a coroutine per event.
-                cast("MemorySessionLog | SqliteSessionLog", self._session).append_now(event)
-            else:
-                await self._session.append(event)
+            # The built-in logs never wait: no coroutine per event.
+            self._append_now(event)
+        except Exception:
+            _log.warning("session append failed for %s", event.get("type"), exc_info=True)
+
+    async def _append(self, event: dict[str, Any]) -> None:
+        assert self._session is not None
+        try:
+            await self._session.append(event)
         except Exception:
             _log.warning("session append failed for %s", event.get("type"), exc_info=True)
 
