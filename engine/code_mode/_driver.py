@@ -529,7 +529,9 @@ class SubDispatchDriver:
                 self._append_sync(sealed(event))
             else:
                 await self._append(sealed(event))
-        gate = await self._pipeline.prepare(entry.input)
+        gate = self._pipeline.prepare_now(entry.input)
+        if gate is None:
+            gate = await self._pipeline.prepare(entry.input)
         if isinstance(gate, Settled):
             entry.settled_at = time.perf_counter()
             entry.settled = gate
@@ -548,7 +550,9 @@ class SubDispatchDriver:
 
     async def _commit(self, entry: _Entry) -> None:
         assert entry.settled is not None
-        final = await self._pipeline.commit(entry.settled)
+        final = self._pipeline.commit_now(entry.settled)
+        if final is None:
+            final = await self._pipeline.commit(entry.settled)
         if entry.exclusive:
             self._exclusive_active = False
         entry.committed = True
