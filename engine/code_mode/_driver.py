@@ -342,8 +342,10 @@ class SubDispatchDriver:
     def binding(self, name: str) -> Callable[[Any], Awaitable[Any]]:
         """The async function the runtime exposes as ``tools.<name>``."""
 
-        async def call(args: Any = msgspec.UNSET) -> Any:
-            return await self.submit(name, args)
+        # A plain function returning ``submit``'s coroutine: no extra coroutine frame per
+        # sub-call (awaiting it is awaiting ``submit``).
+        def call(args: Any = msgspec.UNSET) -> Awaitable[Any]:
+            return self.submit(name, args)
 
         call.__name__ = name
         return call
@@ -386,7 +388,11 @@ class SubDispatchDriver:
         # flight (or the lane's holder) pumps when it is done.
         if len(pending) == 1 and not self._exclusive_active and self._in_flight < self._cap:
             self._kick()
-        await entry.done.wait()
+        done = entry.done._future
+        if done is None:
+            await entry.done.wait()
+        elif not done.done():
+            await done  # the future itself: no ``_Flag.wait`` frame on the hot path
         assert entry.outcome is not None
         ok, payload = entry.outcome
         if entry.committed and self._signal.aborted:
