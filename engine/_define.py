@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ._errors import ToolArgsError
 from ._types import ToolDefinition, ToolOutput
+from .json import FrozenDict, FrozenList
 from .schema import (
     parameter_schema_spec_to_json_schema,
     validate_args,
@@ -17,6 +19,8 @@ from .schema import (
 __all__ = ["define_tool"]
 
 _log = logging.getLogger("engine.define")
+
+_FROZEN = (FrozenDict, FrozenList)
 
 
 def define_tool(
@@ -47,8 +51,24 @@ def define_tool(
     compiled_params = parameter_schema_spec_to_json_schema(parameters)
     compiled_output = value_schema_spec_to_json_schema(output.schema)
 
+    # The last sealed arguments validated and their problems. A call's arguments are one
+    # deep-frozen snapshot from classification to the body (``snapshot`` returns a sealed
+    # value as is), so the classifier, the body and the presenters would otherwise
+    # validate the same immutable value two to four times. A weak reference: the memo
+    # must not keep a large argument alive.
+    memo: list[Any] = [None, ()]
+
     def violations(args: Any) -> list[str]:
-        return validate_args(compiled_params, args)
+        sealed = type(args) in _FROZEN and getattr(args, "_sealed", False) is True
+        if sealed:
+            ref = memo[0]
+            if ref is not None and ref() is args:
+                return list(memo[1])
+        problems = validate_args(compiled_params, args)
+        if sealed:
+            memo[0] = weakref.ref(args)
+            memo[1] = tuple(problems)
+        return problems
 
     async def validated_execute(args: Any, ctx: Any) -> Any:
         problems = violations(args)

@@ -214,14 +214,34 @@ class Pipeline:
                 )
             if caller.aborted and approval_cancelled:
                 return Settled(exec_, aborted_before_dispatch_result(), post_execute=True)
-            reason = self._registry.guard_reason(exec_) if isinstance(gate, Allow) else gate.reason
-            if reason is not None:
-                return Settled(exec_, materialize(denial_result(reason)), post_execute=True)
-            if caller.aborted:
-                return Settled(exec_, aborted_before_dispatch_result(), post_execute=True)
-            return Dispatch(exec_)
+            return self._guard(exec_, gate)
         except Exception as exc:
             return Settled(exec_, error_result(exc), post_execute=False)
+
+    def prepare_now(self, input_: ToolExecutionInput) -> Gate | None:
+        """``prepare`` without a coroutine when no ``tools/pre-execute`` listener is
+        registered (then nothing in stages 1-6 can wait); ``None`` when one is."""
+        if self._hooks.has("tools/pre-execute"):
+            return None
+        created = self._create(input_)
+        if isinstance(created, Settled):
+            return created
+        exec_ = created
+        if exec_._caller_signal.aborted:
+            return Settled(exec_, aborted_before_dispatch_result(), post_execute=False)
+        try:
+            return self._guard(exec_, _ALLOW)
+        except Exception as exc:
+            return Settled(exec_, error_result(exc), post_execute=False)
+
+    def _guard(self, exec_: ToolRunContext, gate: Allow | Deny) -> Gate:
+        """Stages 5-6 after an allow/deny decision."""
+        reason = self._registry.guard_reason(exec_) if isinstance(gate, Allow) else gate.reason
+        if reason is not None:
+            return Settled(exec_, materialize(denial_result(reason)), post_execute=True)
+        if exec_._caller_signal.aborted:
+            return Settled(exec_, aborted_before_dispatch_result(), post_execute=True)
+        return Dispatch(exec_)
 
     async def _ask(self, exec_: ToolExecution, ask: Ask) -> tuple[Allow | Deny, bool]:
         name = exec_.name
@@ -358,6 +378,16 @@ class Pipeline:
             decision = await self._hooks.waterfall(
                 "tools/post-execute", exec_.agent, (exec_, frozen), _accept
             )
+        return self._decide(exec_, result, decision)
+
+    def _decide(
+        self, exec_: ToolRunContext, result: ToolExecutionResult, decision: Any
+    ) -> ToolExecutionResult:
+        """Apply a post-execute decision to ``result``."""
+        if decision is _ACCEPT and result.additional_contexts == ():
+            # The default accept with nothing to merge: the result as it stands (the
+            # general path below would build an equal copy).
+            return exec_._mark_canonical(result)
         if isinstance(decision, Block):
             feedback = list(decision.feedback)
             return exec_._mark_canonical(
@@ -396,6 +426,15 @@ class Pipeline:
         self, exec_: ToolRunContext, result: ToolExecutionResult
     ) -> ToolExecutionResult:
         """Materialise, ``finalize_content`` once, materialise, notify observers."""
+        final = self._finish_now(exec_, result)
+        await self._hooks.notify_result(exec_.agent, exec_, final)
+        return final
+
+    def _finish_now(
+        self, exec_: ToolRunContext, result: ToolExecutionResult
+    ) -> ToolExecutionResult:
+        """Stage 9 up to the observers: materialise, ``finalize_content`` once,
+        materialise, freeze the execution."""
         try:
             materialized = materialize(result)
         except Exception as exc:
@@ -410,7 +449,6 @@ class Pipeline:
             except Exception as exc:
                 final = materialize(error_result(exc))
         exec_._freeze()
-        await self._hooks.notify_result(exec_.agent, exec_, final)
         return final
 
     # ----------------------------------------------------------------- whole
@@ -421,13 +459,37 @@ class Pipeline:
             return await self._finalize(settled.exec, settled.result)
         return await self._finish(settled.exec, settled.result)
 
+    def commit_now(self, settled: Settled) -> ToolExecutionResult | None:
+        """``commit`` without a coroutine when neither a ``tools/post-execute`` listener nor
+        a ``tools/result`` observer is registered (then nothing in stages 8-10 can wait);
+        ``None`` when one is."""
+        hooks = self._hooks
+        if hooks.has("tools/post-execute") or hooks.has("tools/result"):
+            return None
+        exec_ = settled.exec
+        result = settled.result
+        if not settled.post_execute:
+            return self._finish_now(exec_, result)
+        try:
+            post = self._decide(exec_, result, _ACCEPT)
+            if exec_._caller_signal.aborted and not post.is_error:
+                post = self._cancellation(exec_, post)
+            return self._finish_now(exec_, post)
+        except Exception as exc:
+            return self._finish_now(exec_, error_result(exc))
+
     async def settle(self, gate: Gate) -> Settled:
         """``run`` a dispatched gate; a settled one is already its own result."""
         return gate if isinstance(gate, Settled) else await self.run(gate)
 
     async def execute(self, input_: ToolExecutionInput) -> ToolExecutionResult:
         """The whole pipeline for one call."""
-        return await self.commit(await self.settle(await self.prepare(input_)))
+        gate = self.prepare_now(input_)
+        if gate is None:
+            gate = await self.prepare(input_)
+        settled = gate if isinstance(gate, Settled) else await self.run(gate)
+        final = self.commit_now(settled)
+        return final if final is not None else await self.commit(settled)
 
 
 def _tool_of(exec_: ToolExecution) -> ToolDefinition:

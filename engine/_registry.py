@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +47,6 @@ class Registry:
         # because the code runtime (and so its language flavour) can be swapped.
         self._version = 0
         self._global_view: tuple[int, object, dict[str, ToolDefinition]] | None = None
-        self._views: weakref.WeakKeyDictionary[
-            Scope, tuple[int, object, dict[str, ToolDefinition]]
-        ] = weakref.WeakKeyDictionary()
         self.global_layer = Layer()
         self.default_mode = default_mode
         self._run_code = run_code
@@ -268,7 +264,9 @@ class Registry:
         The returned dict is cached and shared: callers must not mutate it.
         """
         run_code = self._run_code() if self.mode_for(scope) != "native" else None
-        hit = self._global_view if scope is None else self._views.get(scope)
+        # A scope's view is cached on its layer (a scope belongs to one runtime, so one
+        # registry): a weak-keyed dictionary look-up cost more than the rest of a hit.
+        hit = self._global_view if scope is None else scope._layer.view
         if hit is not None and hit[0] == self._version and hit[1] is run_code:
             return hit[2]
         visible = self._compute_view(scope, run_code)
@@ -276,7 +274,7 @@ class Registry:
         if scope is None:
             self._global_view = entry
         else:
-            self._views[scope] = entry
+            scope._layer.view = entry
         return visible
 
     def _compute_view(

@@ -159,15 +159,22 @@ class ToolRuntime:
 
     def execution_mode(self, input_: ToolExecutionInput) -> str:
         """``"parallel"`` only when the resolved tool's classifier returns exactly True."""
+        return self.classify(input_)[0]
+
+    def classify(self, input_: ToolExecutionInput) -> tuple[str, ToolDefinition | None]:
+        """``execution_mode`` and the definition it classified with (engine-internal: the
+        sub-dispatch driver reuses it for the call's start event instead of a second
+        look-up)."""
         tool = self._registry.resolve_execution(
             input_.name, input_.agent, input_.parent is not None
         )
         if tool is None or tool.is_concurrency_safe is None:
-            return "exclusive"
+            return "exclusive", tool
         try:
-            return "parallel" if tool.is_concurrency_safe(input_.arguments) is True else "exclusive"
+            safe = tool.is_concurrency_safe(input_.arguments) is True
         except Exception:
-            return "exclusive"
+            return "exclusive", tool
+        return ("parallel" if safe else "exclusive"), tool
 
     # --------------------------------------------------------------- execution
 

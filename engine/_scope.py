@@ -18,13 +18,15 @@ Disposer = Callable[[], None]
 class Layer:
     """One scope's contribution: tools, restrictions, guards and a presentation mode."""
 
-    __slots__ = ("guards", "mode", "restrictions", "tools")
+    __slots__ = ("guards", "mode", "restrictions", "tools", "view")
 
     def __init__(self) -> None:
         self.tools: dict[str, ToolDefinition] = {}
         self.restrictions: list[tuple[frozenset[str] | None, frozenset[str] | None]] = []
         self.guards: list[Callable[[Any], str | None]] = []
         self.mode: str | None = None
+        # The registry's cached view of this layer's scope: ``(version, run_code, view)``.
+        self.view: tuple[int, object, dict[str, ToolDefinition]] | None = None
 
     def admits(self, name: str) -> bool:
         """Whether every restriction of this layer admits the inherited tool ``name``."""

@@ -79,12 +79,16 @@ class SessionLog(Protocol):
 
 def _validate(event: object) -> dict[str, Any]:
     """A frozen snapshot of ``event``, or ``TypeError``/``ValueError`` saying what is wrong."""
-    if not isinstance(event, dict):
-        raise TypeError(f"session event must be a dict, got {type(event).__name__}")
-    try:
-        frozen: dict[str, Any] = snapshot(event, label="event")
-    except LosslessJsonError as exc:
-        raise TypeError(f"session event is not lossless JSON: {exc}") from exc
+    frozen: dict[str, Any]
+    if type(event) is FrozenDict and getattr(event, "_sealed", False) is True:
+        frozen = event  # what ``snapshot`` returns for it (the engine's own events)
+    else:
+        if not isinstance(event, dict):
+            raise TypeError(f"session event must be a dict, got {type(event).__name__}")
+        try:
+            frozen = snapshot(event, label="event")
+        except LosslessJsonError as exc:
+            raise TypeError(f"session event is not lossless JSON: {exc}") from exc
     if "type" not in frozen:
         raise ValueError('session event needs a "type" key')
     kind = frozen["type"]
@@ -145,12 +149,13 @@ class _Bound:
         if cap is None:
             return None
         last = self._last
+        elided = None if last is None else last[0]()
         for value in frozen.values():
             if type(value) in _FROZEN:
+                if value is elided:
+                    return None
                 known = getattr(value, "_digest", None)
-                if (known is not None and known[0] > cap) or (
-                    last is not None and last[0]() is value
-                ):
+                if known is not None and known[0] > cap:
                     return None
         return _encode_bytes(frozen)
 

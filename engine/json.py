@@ -56,9 +56,12 @@ class FrozenDict(dict[str, Any]):
     # without keeping the value alive. _digest: ``(json_bytes, sha256_hex, head)`` of the
     # value's compact JSON, set by code that had those bytes at hand (the sandbox bridge,
     # off the event loop), so a session log need not encode and hash a big value again.
+    # ``snapshot`` and ``sealed`` set it to None: reading an unset slot raises inside
+    # ``getattr(v, "_digest", None)``, which cost a session log more than encoding a
+    # small event (readers accept None, unset and a tuple alike).
     __slots__ = ("__weakref__", "_digest", "_sealed")
     _sealed: bool
-    _digest: tuple[int, str, bytes]
+    _digest: tuple[int, str, bytes] | None
     __setitem__ = __delitem__ = __ior__ = _frozen
     clear = pop = popitem = setdefault = update = _frozen
 
@@ -77,7 +80,7 @@ class FrozenList(list[Any]):
 
     __slots__ = ("__weakref__", "_digest", "_sealed")
     _sealed: bool
-    _digest: tuple[int, str, bytes]
+    _digest: tuple[int, str, bytes] | None
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen
     append = extend = insert = pop = remove = clear = sort = reverse = _frozen
 
@@ -195,6 +198,7 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
             return out
         frozen_d = FrozenDict(out)
         frozen_d._sealed = True
+        frozen_d._digest = None
         return frozen_d
     if t is list or t is FrozenList:
         if freeze and t is FrozenList and _is_sealed(value):
@@ -206,6 +210,7 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
             return items
         frozen_l = FrozenList(items)
         frozen_l._sealed = True
+        frozen_l._digest = None
         return frozen_l
     raise _Slow
 
@@ -219,6 +224,7 @@ def sealed(items: dict[str, Any]) -> FrozenDict:
     """
     out = FrozenDict(items)
     out._sealed = True
+    out._digest = None
     return out
 
 
@@ -315,6 +321,7 @@ def _walk(value: Any, freeze: bool, label: str, every: int) -> Any:
             built = list_t(v for _k, v in out)
         if freeze:
             built._sealed = True  # type: ignore[attr-defined]
+            built._digest = None  # type: ignore[attr-defined]
         if stack:
             parent_out = stack[-1][2]
             k, _ = parent_out[-1]

@@ -42,8 +42,17 @@ class ToolCallError(Exception):
 class _Tools:
     def __init__(self, functions: Mapping[str, Callable[[Any], Awaitable[Any]]]) -> None:
         self._functions = dict(functions)
+        # One wrapper per name, made on first use: ``tools.x(...)`` in a loop would
+        # otherwise build a closure per call, a cost no sandbox binding has.
+        self._wrappers: dict[str, Callable[..., Awaitable[Any]]] = {}
 
     def __getitem__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        wrapper = self._wrappers.get(name)
+        if wrapper is None:
+            wrapper = self._wrappers[name] = self._wrap(name)
+        return wrapper
+
+    def _wrap(self, name: str) -> Callable[..., Awaitable[Any]]:
         if name not in self._functions:
             raise KeyError(f'unknown binding "tools.{name}"')
         fn = self._functions[name]

@@ -1,31 +1,42 @@
 """The per-run single-lane sub-dispatch driver of ``run_code``.
 
-One driver loop per run. The *ordered* stages run inside the loop and never overlap:
-the ``tool/code-dispatch-start`` append, ``prepare`` (pre-execute, approval, guards) and
+One *lane* per run. The *ordered* stages run in the lane and never overlap: the
+``tool/code-dispatch-start`` append, ``prepare`` (pre-execute, approval, guards) and
 ``commit`` (post-execute or finish, context forwarding, resolving the program's
 awaitable). Only the around-dispatch/body stage runs concurrently, up to
 ``max_parallel_sub_calls`` bodies.
 
-Each loop iteration does one of:
+Whoever holds the lane repeats, until none applies (``_pump``):
 1. commit the head of the commit queue if its body settled (head-of-line: programs
    receive results in submission order);
 2. otherwise consider the head of the pending queue: abandon it if the run is over, else
    re-classify it *now* (fail-closed) and start it if no exclusive call is active and
    either it is exclusive and nothing is in flight, or it is parallel and fewer than the
    cap are in flight;
-3. otherwise sleep until a body settles or a call is submitted.
+3. otherwise release the lane.
 
-An exclusive call holds its barrier through its commit. After each commit the loop waits
+An exclusive call holds its barrier through its commit. After each commit the lane waits
 while more than the cap of log appends are pending (backpressure that never delays the
 value already delivered to the program).
 
-Where the work runs (an implementation choice; the observable order above is the
-contract): parallel bodies and settle-event appends run in worker tasks of the run's task
-group that are reused from one sub-call to the next (spawning a task per sub-call cost
-more than the rest of the driver's bookkeeping; there are never more body workers than
-bodies that overlapped, and workers end when the run drains). An exclusive body runs in
-the lane itself, since nothing else may start or commit until it has committed. A settle
-event whose session is a built-in log (``append`` never yields) and that has no
+Who pumps (an implementation choice; the observable order above is the contract): there
+is no driver loop to wake. A body's worker that settles its body takes the lane itself
+when it is free and commits what is ready (a body that settles while another task holds
+the lane is seen by that holder's next pass, which re-checks before releasing: there is
+no await between the last check and the release). A submission, or the run's abort, that
+finds the lane free hands one pump to a worker. So a sequential sub-call costs two task
+hand-offs (program -> worker, worker -> program) where a driver loop cost four.
+
+Where the work runs: parallel bodies and settle-event appends run in worker tasks of the
+run that are reused from one sub-call to the next (spawning a task per sub-call cost more
+than the rest of the driver's bookkeeping; there are never more body workers than bodies
+that overlapped, and workers end when the run drains). A worker that pumped runs the last
+body it started itself (earlier ones go to other workers before the lane's next ordered
+stage, so no body waits for another call's stage). An exclusive body runs in the lane,
+since nothing else may start or commit until it has committed. The program's own tasks
+never run a stage or a body: cancelling one (a program's timeout, the run's end) only
+detaches it from its call, which still runs, commits and is logged. A settle event whose
+session is a built-in log (``append`` never yields) and that has no
 ``tools/code-dispatch-log`` listener is appended in the lane right after the program got
 its value, so such an append is in effect synchronous with the settle.
 """
@@ -48,7 +59,7 @@ from .._presentation import call_card_fields, result_card_fields
 from .._results import error_message
 from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
-from .._types import ToolExecutionInput, ToolExecutionResult
+from .._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult
 from ..json import sealed, snapshot
 
 if TYPE_CHECKING:
@@ -227,6 +238,7 @@ class _Entry:
         "settled_at",
         "started_at",
         "sub_call_id",
+        "tool",
     )
 
     def __init__(
@@ -253,6 +265,18 @@ class _Entry:
         self.started_at: float | None = None
         self.settled_at: float | None = None
         self.in_flight_at_start = 0
+        self.tool: ToolDefinition | None = None
+
+
+def _ms(seconds: float) -> float:
+    """Milliseconds to 3 decimals (microseconds): ``round(x, 3)`` formats and parses a
+    decimal string, ten times the cost of rounding to an integer and dividing (the
+    quotient of two exact integers is the nearest double to the 3-decimal value)."""
+    return round(seconds * 1_000_000) / 1000
+
+
+_PUMP: Any = object()
+"""A worker job: take the lane and run what is ready (then the body it last started)."""
 
 
 class SubDispatchDriver:
@@ -273,8 +297,8 @@ class SubDispatchDriver:
         self._outer = outer
         self._signal = run_signal
         self._cap = runtime.max_parallel_sub_calls
-        self._bodies = _Workers(tg, self._body, self._poke)
-        self._logs = _Workers(tg, self._log_settle, self._poke)
+        self._bodies = _Workers(tg, self._job, self._crashed)
+        self._logs = _Workers(tg, self._log_settle, self._crashed)
         self._pending: deque[_Entry] = deque()
         self._commits: deque[_Entry] = deque()
         self._in_flight = 0
@@ -282,23 +306,32 @@ class SubDispatchDriver:
         self._pending_logs = 0
         self._counter = 0
         self._stopping = False
-        self._finished = anyio.Event()
+        # The lane: True while a task runs the ordered stages (``_pump``).
+        self._busy = False
+        # A pump job handed to a worker and not yet begun: nobody else need hand one.
+        self._kicked = False
+        # Bodies handed to a worker that has not begun them yet.
+        self._handed = 0
         self._loop = _asyncio_loop()
-        self._wake = _Flag(self._loop)
+        # Set by a log append that settles while the lane waits on backpressure.
+        self._logs_flag: _Flag | None = None
+        # Set once drain found nothing left (or the run's driver task ended).
+        self._drained = _Flag(self._loop)
+        self._ended = False
+        self._end = anyio.Event()
+        self._closed = anyio.Event()
         self._t0 = time.perf_counter()
         agent = outer.agent
         self._session = agent.session if agent is not None else None
         # The built-in logs never yield in ``append`` (see ``_session``), so an append is
         # in effect synchronous: with no dispatch-log listener there is nothing
         # that could be slow, so the settle event is appended right in the lane.
-        self._sync_session = type(self._session) in (MemorySessionLog, SqliteSessionLog)
-        run_signal.add_listener(lambda _s: self._poke())
-
-    def _poke(self) -> None:
-        self._wake.set()
-
-    def _ms(self, t: float | None) -> float | None:
-        return None if t is None else round((t - self._t0) * 1000, 3)
+        self._append_now: Callable[[dict[str, Any]], int] | None = (
+            cast("MemorySessionLog | SqliteSessionLog", self._session).append_now
+            if type(self._session) in (MemorySessionLog, SqliteSessionLog)
+            else None
+        )
+        run_signal.add_listener(lambda _s: self._kick())
 
     def _over(self, name: str, what: str) -> BindingCallError:
         reason = reason_text(self._signal.reason)
@@ -309,8 +342,10 @@ class SubDispatchDriver:
     def binding(self, name: str) -> Callable[[Any], Awaitable[Any]]:
         """The async function the runtime exposes as ``tools.<name>``."""
 
-        async def call(args: Any = msgspec.UNSET) -> Any:
-            return await self.submit(name, args)
+        # A plain function returning ``submit``'s coroutine: no extra coroutine frame per
+        # sub-call (awaiting it is awaiting ``submit``).
+        def call(args: Any = msgspec.UNSET) -> Awaitable[Any]:
+            return self.submit(name, args)
 
         call.__name__ = name
         return call
@@ -347,9 +382,17 @@ class SubDispatchDriver:
             queued_at=time.perf_counter(),
         )
         entry = _Entry(name, arguments, arguments, input_, self._loop)
-        self._pending.append(entry)
-        self._poke()
-        await entry.done.wait()
+        pending = self._pending
+        pending.append(entry)
+        # Only when this call heads the queue and could start: otherwise a body still in
+        # flight (or the lane's holder) pumps when it is done.
+        if len(pending) == 1 and not self._exclusive_active and self._in_flight < self._cap:
+            self._kick()
+        done = entry.done._future
+        if done is None:
+            await entry.done.wait()
+        elif not done.done():
+            await done  # the future itself: no ``_Flag.wait`` frame on the hot path
         assert entry.outcome is not None
         ok, payload = entry.outcome
         if entry.committed and self._signal.aborted:
@@ -360,55 +403,100 @@ class SubDispatchDriver:
             return payload
         raise payload
 
-    # ----------------------------------------------------------------- the loop
+    # ----------------------------------------------------------------- the lane
 
-    async def loop(self) -> None:
-        """The driver loop; ends once draining finds nothing left to do."""
+    def _kick(self) -> None:
+        """Have a worker pump, unless the lane is held (its holder re-checks) or a pump
+        is already on its way."""
+        if self._busy or self._kicked or self._ended or not self._pending:
+            return
+        self._kicked = True
+        self._bodies.submit(_PUMP)
+
+    async def _job(self, job: Any) -> None:
+        """A body worker's job: a pump, or an entry whose body to run; after a body, the
+        worker commits what is ready when the lane is free."""
+        if job is _PUMP:
+            self._kicked = False
+            entry = await self._pump() if not self._busy else None
+        else:
+            self._handed -= 1
+            entry = job
+        while entry is not None:
+            await self._body(entry)
+            entry = await self._pump() if not self._busy else None
+
+    def _hand_off(self, entry: _Entry) -> None:
+        self._handed += 1
+        self._bodies.submit(entry)
+
+    async def _pump(self) -> _Entry | None:
+        """Hold the lane and run the ordered stages that are ready (module docstring).
+
+        Returns a parallel body it started, for the caller to run once the lane is
+        released, when that keeps bodies beginning in start order; any other body is
+        handed to a worker before the lane's next stage.
+        """
+        self._busy = True
+        held: _Entry | None = None
+        commits = self._commits
+        pending = self._pending
         try:
             while True:
-                crash = self._bodies.crash or self._logs.crash
-                if crash is not None:
-                    raise crash
-                if self._commits and self._commits[0].settled is not None:
-                    await self._commit(self._commits.popleft())
+                if commits and commits[0].settled is not None:
+                    if held is not None:
+                        self._hand_off(held)
+                        held = None
+                    await self._commit(commits.popleft())
                     while self._pending_logs > self._cap:
-                        await self._sleep()
+                        flag = self._logs_flag = _Flag(self._loop)
+                        await flag.wait()
                     continue
-                if self._pending:
-                    head = self._pending[0]
+                if pending:
+                    head = pending[0]
                     if self._signal.aborted:
-                        self._pending.popleft()
+                        pending.popleft()
                         self._settle(head, False, self._over(head.name, "tool call abandoned"))
                         continue
                     if self._may_start(head):
-                        self._pending.popleft()
-                        await self._start(head)
+                        pending.popleft()
+                        if held is not None:
+                            self._hand_off(held)
+                            held = None
+                        if await self._start(head):
+                            if head.exclusive:
+                                # An exclusive call runs alone and is the commit head, so
+                                # the lane has nothing else to do until its body settles:
+                                # run the body here instead of handing it to a worker.
+                                # (Queued calls are abandoned on the next pass.)
+                                await self._body(head)
+                            elif self._handed:
+                                # Bodies begin in start order: one handed off earlier
+                                # has not begun yet, so this one queues behind it.
+                                self._hand_off(head)
+                            else:
+                                held = head
                         continue
-                if self._stopping and not self._pending and not self._commits:
-                    break
-                await self._sleep()
-            self._bodies.close()
-            while self._pending_logs:
-                await self._sleep()
-            self._logs.close()
+                break
         finally:
-            try:
-                # Normally only idle workers on their way out are left; after a crash or
-                # a cancellation, bodies in flight are cancelled as a task group would.
-                with anyio.CancelScope(shield=True):
-                    await self._bodies.wait_closed()
-                    await self._logs.wait_closed()
-            finally:
-                self._finished.set()
+            self._busy = False
+            self._check_drained()
+        return held
 
-    async def _sleep(self) -> None:
-        await self._wake.wait()
-        self._wake = _Flag(self._loop)
+    def _check_drained(self) -> None:
+        if (
+            self._stopping
+            and not self._busy
+            and not self._pending
+            and not self._commits
+            and not self._pending_logs
+        ):
+            self._drained.set()
 
     def _may_start(self, entry: _Entry) -> bool:
         if self._exclusive_active:
             return False
-        mode = self._rt.execution_mode(entry.input)
+        mode, entry.tool = self._rt.classify(entry.input)
         if mode == "exclusive":
             entry.exclusive = True
             return self._in_flight == 0
@@ -420,64 +508,64 @@ class SubDispatchDriver:
         entry.outcome = (ok, payload)
         entry.done.set()
 
-    async def _start(self, entry: _Entry) -> None:
+    async def _start(self, entry: _Entry) -> bool:
+        """Start ``entry``; True when its body is to run (else it is already settled)."""
         if entry.exclusive:
             self._exclusive_active = True
         self._commits.append(entry)
         entry.started_at = time.perf_counter()
         entry.in_flight_at_start = self._in_flight
         if self._session is not None:
-            await self._append(
-                sealed(
-                    {
-                        "type": "tool/code-dispatch-start",
-                        "rootCallId": self._outer.root_call_id,
-                        "parentCallId": self._outer.call_id,
-                        "subCallId": entry.sub_call_id,
-                        "name": entry.name,
-                        "arguments": entry.log_arguments,
-                        **call_card_fields(
-                            self._rt.get(entry.name, self._outer.agent), entry.log_arguments
-                        ),
-                        "timing": sealed(
-                            {
-                                "queuedMs": self._ms(entry.queued_at),
-                                "startedMs": self._ms(entry.started_at),
-                                "inFlight": self._in_flight,
-                            }
-                        ),
-                    }
-                )
+            args = entry.log_arguments
+            event = {
+                "type": "tool/code-dispatch-start",
+                "rootCallId": self._outer.root_call_id,
+                "parentCallId": self._outer.call_id,
+                "subCallId": entry.sub_call_id,
+                "name": entry.name,
+                "arguments": args,
+            }
+            # The definition ``_may_start`` classified with: for a sub-call (no code
+            # collapse applies) the one ``get`` resolves.
+            tool = entry.tool
+            if tool is not None and tool.present_call is not None:
+                event.update(call_card_fields(tool, args))
+            t0 = self._t0
+            event["timing"] = sealed(
+                {
+                    "queuedMs": _ms(entry.queued_at - t0),
+                    "startedMs": _ms(entry.started_at - t0),
+                    "inFlight": self._in_flight,
+                }
             )
-        gate = await self._pipeline.prepare(entry.input)
+            if self._append_now is not None:
+                self._append_sync(sealed(event))
+            else:
+                await self._append(sealed(event))
+        gate = self._pipeline.prepare_now(entry.input)
+        if gate is None:
+            gate = await self._pipeline.prepare(entry.input)
         if isinstance(gate, Settled):
             entry.settled_at = time.perf_counter()
             entry.settled = gate
-            return
+            return False
         entry.dispatch = gate
         self._in_flight += 1
-        if entry.exclusive:
-            # An exclusive call runs alone and is the commit head, so the lane has nothing
-            # else to do until its body settles: run the body here instead of handing it
-            # to a worker. (Queued calls are abandoned on the next pass: the driver wakes
-            # on settles and submissions only.)
-            await self._body(entry, inline=True)
-        else:
-            self._bodies.submit(entry)
+        return True
 
-    async def _body(self, entry: _Entry, *, inline: bool = False) -> None:
+    async def _body(self, entry: _Entry) -> None:
         assert entry.dispatch is not None
         try:
             entry.settled = await self._pipeline.run(entry.dispatch)
         finally:
             entry.settled_at = time.perf_counter()
             self._in_flight -= 1
-            if not inline:  # the loop itself ran an inline body: nothing to wake
-                self._poke()
 
     async def _commit(self, entry: _Entry) -> None:
         assert entry.settled is not None
-        final = await self._pipeline.commit(entry.settled)
+        final = self._pipeline.commit_now(entry.settled)
+        if final is None:
+            final = await self._pipeline.commit(entry.settled)
         if entry.exclusive:
             self._exclusive_active = False
         entry.committed = True
@@ -492,10 +580,8 @@ class SubDispatchDriver:
         if self._session is not None:
             self._pending_logs += 1
             job = (entry, final, time.perf_counter())
-            if self._sync_session and not self._hooks.listeners(
-                "tools/code-dispatch-log", self._outer.agent
-            ):
-                await self._log_settle(job)
+            if self._append_now is not None and not self._has_log_listeners():
+                self._log_settle_now(entry, final, job[2], final.content)
             else:
                 self._logs.submit(job)
 
@@ -512,45 +598,77 @@ class SubDispatchDriver:
         if final.concludes_turn:
             outer.conclude_turn()
 
+    def _has_log_listeners(self) -> bool:
+        hooks = self._hooks
+        return hooks.has("tools/code-dispatch-log") and bool(
+            hooks.listeners("tools/code-dispatch-log", self._outer.agent)
+        )
+
     async def _log_settle(self, job: tuple[_Entry, ToolExecutionResult, float]) -> None:
+        """A log worker's job: shape the durable content, then append the settle event."""
         entry, final, committed = job
         try:
             content = await self._shape_log(entry, final)
-            await self._append(
-                sealed(
-                    {
-                        "type": "tool/code-dispatch",
-                        "rootCallId": self._outer.root_call_id,
-                        "parentCallId": self._outer.call_id,
-                        "subCallId": entry.sub_call_id,
-                        "name": entry.name,
-                        "arguments": entry.log_arguments,
-                        "isError": final.is_error,
-                        "content": content,
-                        **result_card_fields(
-                            # The definition the call resolved at prepare, not a new lookup.
-                            entry.settled.exec._tool
-                            if entry.settled is not None
-                            else self._rt.get(entry.name, self._outer.agent),
-                            entry.log_arguments,
-                            final,
-                            content,
-                        ),
-                        "timing": sealed(
-                            {
-                                "queuedMs": self._ms(entry.queued_at),
-                                "startedMs": self._ms(entry.started_at),
-                                "settledMs": self._ms(entry.settled_at),
-                                "committedMs": self._ms(committed),
-                                "inFlight": entry.in_flight_at_start,
-                            }
-                        ),
-                    }
-                )
-            )
+        except BaseException:
+            self._logged()
+            raise
+        if self._append_now is not None:
+            self._log_settle_now(entry, final, committed, content)
+            return
+        try:
+            await self._append(self._settle_event(entry, final, committed, content))
         finally:
-            self._pending_logs -= 1
-            self._poke()
+            self._logged()
+
+    def _log_settle_now(
+        self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
+    ) -> None:
+        try:
+            self._append_sync(self._settle_event(entry, final, committed, content))
+        finally:
+            self._logged()
+
+    def _logged(self) -> None:
+        self._pending_logs -= 1
+        flag, self._logs_flag = self._logs_flag, None
+        if flag is not None:
+            flag.set()
+        self._check_drained()
+
+    def _settle_event(
+        self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
+    ) -> dict[str, Any]:
+        args = entry.log_arguments
+        event = {
+            "type": "tool/code-dispatch",
+            "rootCallId": self._outer.root_call_id,
+            "parentCallId": self._outer.call_id,
+            "subCallId": entry.sub_call_id,
+            "name": entry.name,
+            "arguments": args,
+            "isError": final.is_error,
+            "content": content,
+        }
+        # The definition the call resolved at prepare, not a new lookup.
+        tool = (
+            entry.settled.exec._tool
+            if entry.settled is not None
+            else self._rt.get(entry.name, self._outer.agent)
+        )
+        if tool is not None and tool.present_result is not None:
+            event.update(result_card_fields(tool, args, final, content))
+        t0 = self._t0
+        settled_at = entry.settled_at
+        event["timing"] = sealed(
+            {
+                "queuedMs": _ms(entry.queued_at - t0),
+                "startedMs": None if entry.started_at is None else _ms(entry.started_at - t0),
+                "settledMs": None if settled_at is None else _ms(settled_at - t0),
+                "committedMs": _ms(committed - t0),
+                "inFlight": entry.in_flight_at_start,
+            }
+        )
+        return sealed(event)
 
     async def _shape_log(self, entry: _Entry, final: ToolExecutionResult) -> Any:
         """The durable copy of a settled sub-result's content: the
@@ -591,20 +709,52 @@ class SubDispatchDriver:
             )
             return final.content
 
-    async def _append(self, event: dict[str, Any]) -> None:
-        if self._session is None:
-            return
+    def _append_sync(self, event: dict[str, Any]) -> None:
+        assert self._append_now is not None
         try:
-            if self._sync_session:
-                # The built-in logs never wait: skip a coroutine per event.
-                cast("MemorySessionLog | SqliteSessionLog", self._session).append_now(event)
-            else:
-                await self._session.append(event)
+            # The built-in logs never wait: no coroutine per event.
+            self._append_now(event)
         except Exception:
             _log.warning("session append failed for %s", event.get("type"), exc_info=True)
 
+    async def _append(self, event: dict[str, Any]) -> None:
+        assert self._session is not None
+        try:
+            await self._session.append(event)
+        except Exception:
+            _log.warning("session append failed for %s", event.get("type"), exc_info=True)
+
+    def _crashed(self) -> None:
+        # A worker died of an error outside the pipeline's boundary (a bug): end the
+        # driver task, which re-raises it into the run's task group.
+        self._end.set()
+
+    async def loop(self) -> None:
+        """The run's driver task: owns the workers, re-raises a worker's crash, and
+        closes every worker once the run has drained (or is cancelled)."""
+        try:
+            await self._end.wait()
+            crash = self._bodies.crash or self._logs.crash
+            if crash is not None:
+                raise crash
+        finally:
+            self._ended = True
+            try:
+                # Normally only idle workers on their way out are left; after a crash or
+                # a cancellation, bodies in flight are cancelled as a task group would.
+                with anyio.CancelScope(shield=True):
+                    await self._bodies.wait_closed()
+                    await self._logs.wait_closed()
+            finally:
+                self._drained.set()
+                self._closed.set()
+
     async def drain(self) -> None:
-        """Stop accepting work, finish everything started, and wait for the loop to end."""
+        """Stop accepting work, finish everything started, and wait for the driver task to
+        close its workers."""
         self._stopping = True
-        self._poke()
-        await self._finished.wait()
+        self._kick()
+        self._check_drained()
+        await self._drained.wait()
+        self._end.set()
+        await self._closed.wait()

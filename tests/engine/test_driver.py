@@ -355,7 +355,7 @@ async def test_exclusive_barrier_is_held_through_its_commit() -> None:
     rt.on("tools/post-execute", post)
     result = await run_code(rt)
     assert result.value["result"] == ["p1", "x", "p2", "p3"]
-    assert log == [
+    assert log[:9] == [
         "start p1",
         "end p1",
         "post p1",
@@ -365,11 +365,12 @@ async def test_exclusive_barrier_is_held_through_its_commit() -> None:
         "post-done x",
         "start p2",
         "start p3",
-        "end p2",
-        "end p3",
-        "post p2",
-        "post p3",
     ]
+    # p2 and p3 overlap after the barrier; whichever body settles commits what is ready
+    # at once, so p2's commit may come before p3's body ends. Commits stay in order.
+    assert sorted(log[9:]) == ["end p2", "end p3", "post p2", "post p3"]
+    assert log.index("end p2") < log.index("post p2") < log.index("post p3")
+    assert log.index("end p3") < log.index("post p3")
 
 
 @pytest.mark.anyio

@@ -1,0 +1,239 @@
+"""The sub-dispatch lane without a driver loop: who runs stages and bodies, what a
+cancelled program task leaves behind, how many hand-offs a sequential sub-call costs,
+and the coroutine-free pipeline phases against the awaited ones."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import pytest
+from code_mode_support import code_rt, echo_tool, run_code, sleep_tool
+from pipeline_support import call
+
+from codemode.engine import (
+    Accept,
+    MemorySessionLog,
+    ToolOutput,
+    ToolRuntime,
+    define_tool,
+    text,
+)
+
+
+@pytest.mark.anyio
+async def test_stages_and_bodies_never_run_in_the_programs_task() -> None:
+    # Cancelling a program's task (a timeout, the run's end) must only detach it from its
+    # call: a body or an ordered stage running in that task would be cancelled with it.
+    seen: dict[str, Any] = {}
+
+    async def body(args: Any, ctx: Any) -> Any:
+        seen["body"] = asyncio.current_task()
+        return args["value"]
+
+    async def pre(exec_: Any, next_: Any) -> Any:
+        seen["pre"] = asyncio.current_task()
+        return await next_()
+
+    async def program(tools: Any, print: Any) -> Any:
+        seen["program"] = asyncio.current_task()
+        return await tools.echo({"value": "x"})
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    rt.on("tools/pre-execute", pre)
+    result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    assert result.value["result"] == "x"
+    assert seen["body"] is not seen["program"]
+    assert seen["pre"] is not seen["program"]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_caller_leaves_its_call_running_committed_and_logged() -> None:
+    log: list[str] = []
+    outcome: list[str] = []
+
+    async def program(tools: Any, print: Any) -> Any:
+        try:
+            with anyio.fail_after(0.01):
+                await tools.nap({"id": "slow", "ms": 60})
+        except TimeoutError:
+            outcome.append("timed out")
+        # The detached call still runs; a later call queues behind nothing exclusive.
+        return await tools.nap({"id": "next"})
+
+    rt, _ = code_rt(program)
+    rt.register(sleep_tool("nap", log=log))
+    scope = rt.scope("a", session=MemorySessionLog())
+    result = await run_code(rt, agent=scope)
+    assert outcome == ["timed out"]
+    assert result.value["result"] == "next"
+    # The slow body was not cancelled with its caller: it was aborted by the run's end
+    # (the program returned) or finished, and its start and settle are both logged.
+    assert log[0] == "start slow"
+    settles = [e for e in scope.session.events if e["type"] == "tool/code-dispatch"]
+    assert [e["subCallId"] for e in settles] == ["call-1:code:1", "call-1:code:2"]
+
+
+@pytest.mark.anyio
+async def test_a_sequential_sub_call_costs_two_loop_iterations() -> None:
+    # Program -> worker (start, body, commit), worker -> program: a driver loop woken
+    # per stage cost four. Counted deterministically on the running loop.
+    counts: list[int] = []
+    loop = asyncio.get_running_loop()
+    original = loop._run_once  # type: ignore[attr-defined]
+    ticks = 0
+
+    def counting() -> None:
+        nonlocal ticks
+        ticks += 1
+        original()
+
+    async def program(tools: Any, print: Any) -> Any:
+        nonlocal ticks
+        for i in range(5):
+            await tools.echo({"value": str(i)})  # warm: the worker exists
+        for i in range(20):
+            before = ticks
+            await tools.echo({"value": str(i)})
+            counts.append(ticks - before)
+        return None
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True))
+    loop._run_once = counting  # type: ignore[attr-defined]
+    try:
+        await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    finally:
+        del loop._run_once  # type: ignore[attr-defined]
+    assert counts == [2] * 20
+
+
+@pytest.mark.anyio
+async def test_timings_are_non_negative_milliseconds_with_three_decimals() -> None:
+    async def program(tools: Any, print: Any) -> Any:
+        return await asyncio.gather(*(tools.nap({"id": str(i), "ms": 2}) for i in range(5)))
+
+    rt, _ = code_rt(program)
+    rt.register(sleep_tool("nap"))
+    scope = rt.scope("a", session=MemorySessionLog())
+    await run_code(rt, agent=scope)
+    for event in scope.session.events:
+        for key, value in event["timing"].items():
+            if key == "inFlight":
+                continue
+            assert type(value) is float and value >= 0.0
+            assert value == round(value, 3)
+
+
+# ------------------------------------------- coroutine-free phases vs awaited phases
+
+
+def _tool(*, parallel: bool = True) -> Any:
+    async def execute(args: Any, ctx: Any) -> Any:
+        if args["value"] == "boom":
+            raise RuntimeError("deliberate failure")
+        return {"echo": args["value"]}
+
+    return define_tool(
+        name="t",
+        description="t",
+        parameters={"value": {"type": "string", "required": True}},
+        output=ToolOutput(schema={"type": "json"}, render=lambda a, v: [text(str(v))]),
+        execute=execute,
+        is_concurrency_safe=(lambda args: True) if parallel else None,
+    )
+
+
+def _shape(result: Any) -> Any:
+    return (
+        result.is_error,
+        list(result.content),
+        None if result.is_error else result.value,
+        None if not result.is_error else result.error.message,
+        tuple(result.additional_contexts),
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "arguments", [{"value": "hi"}, {"value": "boom"}, {"value": 3}, {}, "raw", None]
+)
+async def test_plain_call_phases_give_what_the_awaited_phases_give(arguments: Any) -> None:
+    plain = ToolRuntime()
+    plain.register(_tool())
+    hooked = ToolRuntime()
+    hooked.register(_tool())
+    observed: list[str] = []
+
+    async def pre(exec_: Any, next_: Any) -> Any:
+        return await next_()
+
+    async def post(exec_: Any, result: Any, next_: Any) -> Any:
+        return await next_()
+
+    hooked.on("tools/pre-execute", pre)
+    hooked.on("tools/post-execute", post)
+    hooked.on("tools/result", lambda exec_, result: observed.append(exec_.name))
+    assert plain.pipeline.prepare_now(call("t", arguments)) is not None
+    assert hooked.pipeline.prepare_now(call("t", arguments)) is None
+    fast = await plain.execute(call("t", arguments))
+    slow = await hooked.execute(call("t", arguments))
+    assert _shape(fast) == _shape(slow)
+    assert observed == ["t"]
+
+
+@pytest.mark.anyio
+async def test_a_guard_denial_and_a_denied_guard_read_the_same_without_listeners() -> None:
+    rt = ToolRuntime()
+    rt.register(_tool())
+    rt.guard(lambda exec_: "not on my watch" if exec_.arguments["value"] == "no" else None)
+    denied = await rt.execute(call("t", {"value": "no"}))
+    assert denied.is_error and denied.error.message == "not on my watch"
+    allowed = await rt.execute(call("t", {"value": "yes"}))
+    assert not allowed.is_error and allowed.value == {"echo": "yes"}
+
+
+@pytest.mark.anyio
+async def test_an_accept_with_contexts_still_merges_them() -> None:
+    # The default accept keeps the result as it stands only when there is nothing to
+    # merge; a listener's accept with contexts goes the general way.
+    rt = ToolRuntime()
+    rt.register(_tool())
+    context = {"role": "user", "content": [text("note")]}
+
+    async def post(exec_: Any, result: Any, next_: Any) -> Any:
+        return Accept(additional_contexts=[context])
+
+    rt.on("tools/post-execute", post)
+    result = await rt.execute(call("t", {"value": "hi"}))
+    assert not result.is_error
+    assert [dict(c) for c in result.additional_contexts] == [context]
+
+
+# ------------------------------------------------------- define_tool validation memo
+
+
+def test_a_mutable_argument_is_validated_again_after_it_changes() -> None:
+    rt = ToolRuntime()
+    rt.register(_tool())
+    arguments: dict[str, Any] = {"value": "ok"}
+    assert rt.execution_mode(call("t", arguments)) == "parallel"
+    arguments["value"] = 3  # the memo must not answer for a value that can change
+    assert rt.execution_mode(call("t", arguments)) == "exclusive"
+    arguments["value"] = "ok again"
+    assert rt.execution_mode(call("t", arguments)) == "parallel"
+
+
+@pytest.mark.anyio
+async def test_a_sealed_argument_is_validated_once_across_classifier_and_body() -> None:
+    from codemode.engine import json as engine_json
+
+    rt = ToolRuntime()
+    rt.register(_tool())
+    frozen = engine_json.snapshot({"value": 3})
+    assert rt.execution_mode(call("t", frozen)) == "exclusive"
+    result = await rt.execute(call("t", frozen))
+    assert result.is_error
+    assert result.error.message == 'invalid arguments: "value" must be a string'
