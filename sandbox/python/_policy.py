@@ -42,17 +42,22 @@ from __future__ import annotations
 import ast
 import copy
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from RestrictedPython.transformer import (
     INSPECT_ATTRIBUTES,
-    IOPERATOR_TO_STR,
     RestrictingNodeTransformer,
     copy_locations,
 )
 
 __all__ = [
     "MAIN",
+    "OWN_READ_SITE",
+    "OWN_WRITE_SITE",
+    "READ_SITE",
+    "SITE_TABLE",
+    "SITE_TYPE",
+    "WRITE_SITE",
     "NAMEDTUPLE_API",
     "READABLE_DUNDERS",
     "TOP_LEVEL_YIELD",
@@ -61,6 +66,15 @@ __all__ = [
 ]
 
 MAIN = "__codemode_program__"
+
+# The guard sites' globals (see ``_builtins``: "guard sites"); all end in ``_``, so no
+# program can name them.
+SITE_TYPE = "_type_"
+SITE_TABLE = "_sites_"
+READ_SITE = "_rs_"
+WRITE_SITE = "_ws_"
+OWN_READ_SITE = "_ors_"
+OWN_WRITE_SITE = "_ows_"
 
 TOP_LEVEL_YIELD = "'yield' is not allowed at the top level of the program"
 
@@ -187,8 +201,274 @@ def copy_locations_call(new: ast.Call, old: ast.expr) -> ast.Call:
     return new
 
 
+_CLASS_SCOPE = "_cm_class_scope"
+
+
+def _mark_class_scopes(tree: ast.AST) -> None:
+    """Mark every node evaluated directly in a class body (``_CLASS_SCOPE``).
+
+    Names there are looked up in the class namespace (``LOAD_NAME``), which a library
+    metaclass may make a mapping with its own ``__getitem__``: guard sites, which read a
+    name twice, are compiled only where names are fast locals, cells or globals. Bases,
+    decorators and defaults belong to the enclosing scope; comprehensions in a class body
+    count as class scope (their first iterable is).
+    """
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, in_class = todo.pop()
+        if in_class:
+            setattr(node, _CLASS_SCOPE, True)
+        if isinstance(node, ast.ClassDef):
+            outer: list[ast.AST] = [*node.bases, *node.keywords, *node.decorator_list]
+            todo.extend((child, in_class) for child in outer)
+            todo.extend((stmt, True) for stmt in node.body)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            outer = [node.args]
+            if not isinstance(node, ast.Lambda):
+                outer.extend(node.decorator_list)
+                if node.returns is not None:
+                    outer.append(node.returns)
+            todo.extend((child, in_class) for child in outer)
+            body = node.body if isinstance(node.body, list) else [node.body]
+            todo.extend((stmt, False) for stmt in body)
+        else:
+            todo.extend((child, in_class) for child in ast.iter_child_nodes(node))
+
+
+_STABLE = "_cm_stable"
+_INTERNAL = "_cm_internal"
+_NEW_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+               ast.SetComp, ast.DictComp, ast.GeneratorExp)  # fmt: skip
+#: Arguments (AST nodes) a method call site may copy into both of its branches.
+_MAX_COPIED_ARGS = 40
+
+
+def _bound_names(body: list[ast.stmt]) -> dict[str, int]:
+    """How many bindings each name has in the scope of ``body`` (over-counted on doubt).
+
+    Stores, deletions, imports, definitions, handler and pattern captures, and walrus
+    targets (comprehensions are searched too, their own variables included); a ``global``
+    or ``nonlocal`` declaration here or in any nested scope counts as a binding.
+    """
+    counts: dict[str, int] = {}
+
+    def bind(name: str | None) -> None:
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(node, ast.Lambda):
+                bind(node.name)
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Global, ast.Nonlocal)):
+                    for name in inner.names:
+                        bind(name)
+            if isinstance(node, ast.ClassDef):
+                todo.extend([*node.bases, *node.keywords, *node.decorator_list])
+            else:
+                todo.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d)])
+                if not isinstance(node, ast.Lambda):
+                    todo.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bind(node.id)
+        elif isinstance(node, ast.alias):
+            bind(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler):
+            bind(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+            bind(node.name)
+        elif isinstance(node, ast.MatchMapping):
+            bind(node.rest)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bind(name)
+        todo.extend(ast.iter_child_nodes(node))
+    return counts
+
+
+def _attribute_bases(nodes: list[ast.stmt]) -> set[str]:
+    """Names whose attributes or items ``nodes`` read or write in their own scope."""
+    found: set[str] = set()
+    todo: list[ast.AST] = list(nodes)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.value, ast.Name):
+            found.add(node.value.id)
+        if not isinstance(node, _NEW_SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _type_capture(tmp: str, name: str, where: ast.AST) -> ast.stmt:
+    stmt = ast.Assign(targets=[_name(tmp, ast.Store())], value=_call(SITE_TYPE, _name(name)))
+    setattr(stmt, _INTERNAL, True)
+    return _located(stmt, where)
+
+
+_N = TypeVar("_N", bound=ast.AST)
+
+
+def _located(new: _N, old: ast.AST) -> _N:
+    """``new`` with ``old``'s location on every node that has none."""
+    for child in ast.walk(new):
+        if "lineno" in child._attributes and not hasattr(child, "lineno"):
+            ast.copy_location(child, old)
+    return new
+
+
 class SandboxPolicy(RestrictingNodeTransformer):
     """The restricting transformer used for every program (see module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sites: list[str] = []
+        # Per statement being visited: the stable names of its scope and the local that
+        # holds each one's type (``_mark_stable``).
+        self._stable: list[dict[str, str]] = []
+
+    def visit(self, node: ast.AST) -> Any:
+        if getattr(node, _INTERNAL, False):
+            return node
+        if isinstance(node, _NEW_SCOPES):
+            mapping: dict[str, str] | None = {}
+        else:
+            mapping = getattr(node, _STABLE, None)
+            if mapping is None:
+                return super().visit(node)
+        self._stable.append(mapping)  # type: ignore[arg-type]
+        try:
+            return super().visit(node)
+        finally:
+            self._stable.pop()
+
+    def _mark_stable(self, params: list[str], body: list[ast.stmt]) -> list[ast.stmt]:
+        """Find the names of a function scope whose value cannot change, and capture types.
+
+        A parameter that is never bound in the body, or a name bound exactly once, by a
+        plain assignment among the body's own statements, holds one object from then on
+        (nothing else in the program can rebind a local; ``nonlocal`` counts as a
+        binding). Its type is captured once in a local (``_tmpN = _type_(name)``), and
+        the guard sites on it compare that local instead of calling ``type`` each time.
+        """
+        bound = _bound_names(body)
+        active: dict[str, str] = {}
+        prelude: list[ast.stmt] = []
+        used = _attribute_bases(body)
+        for param in params:
+            if param not in bound and param in used:
+                active[param] = self.gen_tmp_name()
+                prelude.append(_type_capture(active[param], param, body[0]))
+        out: list[ast.stmt] = []
+        if prelude:
+            docstring = (
+                isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            )
+            out = [body[0], *prelude] if docstring else prelude
+            body = body[1:] if docstring else body
+        for index, stmt in enumerate(body):
+            setattr(stmt, _STABLE, dict(active))
+            out.append(stmt)
+            target = None
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target = stmt.targets[0]
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                target = stmt.target
+            if (
+                isinstance(target, ast.Name)
+                and bound.get(target.id) == 1
+                and target.id not in params
+                and target.id in _attribute_bases(body[index + 1 :])
+            ):
+                active[target.id] = self.gen_tmp_name()
+                out.append(_type_capture(active[target.id], target.id, stmt))
+        return out
+
+    def _stable_scope(self, node: Any) -> None:
+        """``_mark_stable`` for a function definition's parameters and body."""
+        args = node.args
+        params = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+        node.body = self._mark_stable(params, node.body)
+
+    # -- guard sites (see ``_builtins``: "guard sites") ---------------------------------
+
+    def _site_ok(self, value: ast.expr, where: ast.AST) -> bool:
+        """Whether ``value`` (already visited) may be read twice for a guard site."""
+        return (
+            isinstance(value, ast.Name)
+            and not getattr(value, _CLASS_SCOPE, False)
+            and not getattr(where, _CLASS_SCOPE, False)
+        )
+
+    def _new_site(self) -> str:
+        slot = f"_s{len(self._sites)}_"
+        self._sites.append(slot)
+        return slot
+
+    def _same_type(self, name: str, slot: str) -> ast.expr:
+        tmp = self._stable[-1].get(name) if self._stable else None
+        left = _name(tmp) if tmp is not None else _call(SITE_TYPE, _name(name))
+        return ast.Compare(left=left, ops=[ast.Is()], comparators=[_name(slot)])
+
+    def _read(self, value: ast.expr, attr: str, guard: str, where: ast.AST) -> ast.expr:
+        """``guard(value, attr)``, or its guard site when ``value`` is a plain name."""
+        if not self._site_ok(value, where):
+            return _located(_call(guard, value, ast.Constant(attr)), where)
+        assert isinstance(value, ast.Name)
+        slot = self._new_site()
+        site = READ_SITE if guard == "_getattr_" else OWN_READ_SITE
+        read = ast.IfExp(
+            test=self._same_type(value.id, slot),
+            body=ast.Attribute(value=_name(value.id), attr=attr, ctx=ast.Load()),
+            orelse=_call(site, _name(value.id), ast.Constant(attr), ast.Constant(slot)),
+        )
+        read._cm_site = True  # type: ignore[attr-defined]  # read by visit_Call
+        return _located(read, where)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        """``p.m(args)`` on a guard site: the call goes into both branches.
+
+        ``(p.m if same_type else slow)(args)`` would build a bound method on every call;
+        ``p.m(args) if same_type else slow(args)`` keeps CPython's method call. Only one
+        branch runs, so the arguments are evaluated once, in the same order; they are
+        copied only while small (nested method calls would double them at each level).
+        """
+        new: Any = super().visit_Call(node)
+        func = getattr(new, "func", None)
+        if not (isinstance(func, ast.IfExp) and getattr(func, "_cm_site", False)):
+            return new
+        parts: list[ast.AST] = [*new.args, *new.keywords]
+        if sum(1 for part in parts for _ in ast.walk(part)) > _MAX_COPIED_ARGS:
+            return new
+        fast = ast.Call(func=func.body, args=new.args, keywords=new.keywords)
+        slow = ast.Call(
+            func=func.orelse,
+            args=copy.deepcopy(new.args),
+            keywords=copy.deepcopy(new.keywords),
+        )
+        return _located(ast.IfExp(test=func.test, body=fast, orelse=slow), node)
+
+    def _writable(self, value: ast.expr, guard: str, where: ast.AST) -> ast.expr:
+        """``guard(value)`` (the target of a store), or its guard site."""
+        if not self._site_ok(value, where):
+            return _located(_call(guard, value), where)
+        assert isinstance(value, ast.Name)
+        slot = self._new_site()
+        site = WRITE_SITE if guard == "_write_" else OWN_WRITE_SITE
+        return _located(
+            ast.IfExp(
+                test=self._same_type(value.id, slot),
+                body=_name(value.id),
+                orelse=_call(site, _name(value.id), ast.Constant(slot)),
+            ),
+            where,
+        )
 
     # -- names -------------------------------------------------------------------------
 
@@ -221,6 +501,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
     # -- module: wrap into the async main function ---------------------------------------
 
     def visit_Module(self, node: ast.Module) -> Any:
+        _mark_class_scopes(node)
         node.body = [
             stmt
             for stmt in node.body
@@ -240,6 +521,8 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 for child in ast.walk(stmt):
                     if isinstance(child, _SCOPES):
                         converter.visit(child)
+        if node.body:
+            node.body = self._mark_stable([], node.body)
         node = super().visit_Module(node)  # type: ignore[assignment]
         marker = _MarkReturns()
         node.body = [marker.visit(stmt) for stmt in node.body]
@@ -256,12 +539,18 @@ class SandboxPolicy(RestrictingNodeTransformer):
         )  # fmt: skip
         main.lineno, main.col_offset = 1, 0
         node.body = [main]
+        if self._sites:
+            # Every site's verdict starts empty, as a global the program cannot name.
+            names = ast.Tuple(elts=[ast.Constant(s) for s in self._sites], ctx=ast.Load())
+            register = ast.Expr(value=_call(SITE_TABLE, names))
+            node.body.insert(0, _located(register, main))
         ast.fix_missing_locations(node)
         return node
 
     # -- async ----------------------------------------------------------------------------
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> Any:
+        self._stable_scope(node)
         self.check_name(node, node.name, allow_magic_methods=True)
         self.check_function_argument_names(node)
         with self.print_info.new_print_scope():
@@ -270,6 +559,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
         return self._guard_exit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        self._stable_scope(node)
         return self._guard_exit(super().visit_FunctionDef(node))
 
     def _guard_exit(self, node: Any) -> Any:
@@ -326,25 +616,66 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 return new
         if is_own_attribute(node.attr):
             if isinstance(node.ctx, ast.Load):
-                new = _call("_own_getattr_", self.visit(node.value), ast.Constant(node.attr))
-                copy_locations(new, node)
-                copy_locations(new.func, node)
-                return new
+                return self._read(self.visit(node.value), node.attr, "_own_getattr_", node)
             # ``self._x = v`` / ``del self._x``: only on the program's own objects.
-            node.value = copy_locations_call(_call("_own_write_", self.visit(node.value)), node)
+            value = self.visit(node.value)
+            if isinstance(node.ctx, ast.Store):
+                node.value = self._writable(value, "_own_write_", node)
+            else:
+                node.value = copy_locations_call(_call("_own_write_", value), node)
             return node
-        return super().visit_Attribute(node)
+        out: Any = super().visit_Attribute(node)
+        if isinstance(out, ast.Call) and out.args and isinstance(out.func, ast.Name):
+            # ``_getattr_(value, "attr")`` from RestrictedPython.
+            return self._read(out.args[0], node.attr, "_getattr_", node)
+        if isinstance(out, ast.Attribute) and isinstance(out.ctx, ast.Store):
+            guarded = out.value
+            if isinstance(guarded, ast.Call) and len(guarded.args) == 1:
+                out.value = self._writable(guarded.args[0], "_write_", node)
+        return out
+
+    # -- subscripts -------------------------------------------------------------------
+
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        """Item reads compile to plain subscripts; stores to the write guard (or its site).
+
+        ``_getitem_`` protects nothing (it is ``obj[key]``): what a subscript runs is the
+        object's own ``__getitem__`` either way, and what it returns is an item the
+        container holds, which the program could equally reach by iterating it.
+        """
+        new: Any = super().visit_Subscript(node)
+        if isinstance(new, ast.Call):
+            value, key = new.args
+            return _located(ast.Subscript(value=value, slice=key, ctx=ast.Load()), node)
+        if isinstance(new.ctx, ast.Store):
+            guarded = new.value
+            if isinstance(guarded, ast.Call) and len(guarded.args) == 1:
+                new.value = self._writable(guarded.args[0], "_write_", node)
+        return new
 
     # -- augmented assignment on items and attributes ---------------------------------
 
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        """``x += v`` stays a plain in-place operation; items and attributes are guarded.
+
+        ``_inplacevar_`` protects nothing: it is ``operator.iadd`` and friends, which run
+        the operand's own in-place method exactly as the bytecode does, and rebinding a
+        name writes only the program's own variable. ``d[k] += v`` and ``self.n += v``
+        become a guarded read, a plain in-place operation on a temporary and a guarded
+        store, in CPython's order of evaluation.
+        """
         target = node.target
         if isinstance(target, ast.Name):
-            return super().visit_AugAssign(node)
-        op = ast.Constant(IOPERATOR_TO_STR[type(node.op)])
-        obj_tmp = self.gen_tmp_name()
+            return self.node_contents_visit(node)
+        value_tmp = self.gen_tmp_name()
+        obj = self.visit(target.value)
+        stable = self._stable[-1] if self._stable else {}
+        if isinstance(obj, ast.Name) and obj.id in stable:
+            # A stable name cannot be rebound while the value is computed: no temporary.
+            obj_tmp, keep = obj.id, False
+        else:
+            obj_tmp, keep = self.gen_tmp_name(), True
         if isinstance(target, ast.Subscript):
-            obj = self.visit(target.value)
             key = target.slice
             if isinstance(key, ast.Slice):
                 key = _call(
@@ -354,14 +685,15 @@ class SandboxPolicy(RestrictingNodeTransformer):
             key = self.visit(key)
             value = self.visit(node.value)
             key_tmp = self.gen_tmp_name()
-            current = _call("_getitem_", _name(obj_tmp), _name(key_tmp))
-            store = ast.Subscript(
-                value=_call("_write_", _name(obj_tmp)), slice=_name(key_tmp), ctx=ast.Store()
+            current: ast.expr = ast.Subscript(
+                value=_name(obj_tmp), slice=_name(key_tmp), ctx=ast.Load()
             )
-            stmts: list[ast.stmt] = [
-                ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj),
-                ast.Assign(targets=[_name(key_tmp, ast.Store())], value=key),
-            ]
+            store: ast.expr = ast.Subscript(
+                value=self._writable(_name(obj_tmp), "_write_", node),
+                slice=_name(key_tmp),
+                ctx=ast.Store(),
+            )
+            stmts: list[ast.stmt] = [ast.Assign(targets=[_name(key_tmp, ast.Store())], value=key)]
         elif isinstance(target, ast.Attribute):
             attr = target.attr
             own = is_own_attribute(attr)
@@ -370,23 +702,26 @@ class SandboxPolicy(RestrictingNodeTransformer):
                     node, f'"{attr}" is an invalid attribute name because it starts with "_".'
                 )
                 return node
-            obj = self.visit(target.value)
             value = self.visit(node.value)
             read, write = ("_own_getattr_", "_own_write_") if own else ("_getattr_", "_write_")
-            current = _call(read, _name(obj_tmp), ast.Constant(attr))
-            store = ast.Attribute(  # type: ignore[assignment]
-                value=_call(write, _name(obj_tmp)), attr=attr, ctx=ast.Store()
+            current = self._read(_name(obj_tmp), attr, read, node)
+            store = ast.Attribute(
+                value=self._writable(_name(obj_tmp), write, node), attr=attr, ctx=ast.Store()
             )
-            stmts = [ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj)]
+            stmts = []
         else:  # pragma: no cover - the grammar allows nothing else
             self.not_allowed(node)
             return node
-        stmts.append(ast.Assign(targets=[store], value=_call("_inplacevar_", op, current, value)))
+        if keep:
+            stmts.insert(0, ast.Assign(targets=[_name(obj_tmp, ast.Store())], value=obj))
+        stmts += [
+            ast.Assign(targets=[_name(value_tmp, ast.Store())], value=current),
+            ast.AugAssign(target=_name(value_tmp, ast.Store()), op=node.op, value=value),
+            ast.Assign(targets=[store], value=_name(value_tmp)),
+        ]
         for stmt in stmts:
             ast.copy_location(stmt, node)
-            for child in ast.walk(stmt):
-                if "lineno" in child._attributes and not hasattr(child, "lineno"):
-                    ast.copy_location(child, node)
+            _located(stmt, node)
         return stmts
 
     # -- terminal limits --------------------------------------------------------------
