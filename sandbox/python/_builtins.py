@@ -459,7 +459,13 @@ _OWN_BASES = {
                          if isinstance(v, type) and issubclass(v, BaseException)))
 }  # fmt: skip
 #: Class attributes a fast read may resolve to (or any value whose type has no ``__get__``).
-_PLAIN_DESCRIPTORS = (types.FunctionType, property, classmethod, staticmethod)
+_PLAIN_DESCRIPTORS = (
+    types.FunctionType,
+    types.MemberDescriptorType,  # ``__slots__`` a library made (dataclass(slots=True))
+    property,
+    classmethod,
+    staticmethod,
+)
 _HOOKS = ("__getattr__", "__getattribute__")
 
 
