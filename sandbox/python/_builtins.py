@@ -39,6 +39,7 @@ from ._policy import (
     OWN_READ_SITE,
     OWN_WRITE_SITE,
     READ_SITE,
+    READ_WRITE_SITE,
     READABLE_DUNDERS,
     SITE_TABLE,
     SITE_TYPE,
@@ -584,8 +585,23 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
             env[slot] = cls
         return target
 
+    def read_write_site(obj: Any, name: str, slot: str) -> Any:
+        # ``self.n += v``: the read's guard; the verdict covers the write too, so only
+        # the program's own classes qualify.
+        own = name.startswith("_")
+        value = env["_own_getattr_" if own else "_getattr_"](obj, name)
+        cls = type(obj)
+        if (
+            (own or name not in _NAMED_BY_GUARD)
+            and _fast_class(cls)
+            and _plain_resolution(cls, name)
+        ):
+            env[slot] = cls
+        return value
+
     return {
         SITE_TYPE: type,
+        READ_WRITE_SITE: read_write_site,
         SITE_TABLE: table.register,
         READ_SITE: read_site,
         WRITE_SITE: write_site,

@@ -75,6 +75,7 @@ READ_SITE = "_rs_"
 WRITE_SITE = "_ws_"
 OWN_READ_SITE = "_ors_"
 OWN_WRITE_SITE = "_ows_"
+READ_WRITE_SITE = "_rws_"
 
 TOP_LEVEL_YIELD = "'yield' is not allowed at the top level of the program"
 
@@ -303,6 +304,10 @@ def _attribute_bases(nodes: list[ast.stmt]) -> set[str]:
     return found
 
 
+def _size(node: ast.AST) -> int:
+    return sum(1 for _ in ast.walk(node))
+
+
 def _type_capture(tmp: str, name: str, where: ast.AST) -> ast.stmt:
     stmt = ast.Assign(targets=[_name(tmp, ast.Store())], value=_call(SITE_TYPE, _name(name)))
     setattr(stmt, _INTERNAL, True)
@@ -444,7 +449,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
         if not (isinstance(func, ast.IfExp) and getattr(func, "_cm_site", False)):
             return new
         parts: list[ast.AST] = [*new.args, *new.keywords]
-        if sum(1 for part in parts for _ in ast.walk(part)) > _MAX_COPIED_ARGS:
+        if sum(_size(part) for part in parts) > _MAX_COPIED_ARGS:
             return new
         fast = ast.Call(func=func.body, args=new.args, keywords=new.keywords)
         slow = ast.Call(
@@ -704,6 +709,8 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 return node
             value = self.visit(node.value)
             read, write = ("_own_getattr_", "_own_write_") if own else ("_getattr_", "_write_")
+            if not keep and self._site_ok(obj, node) and _size(value) <= _MAX_COPIED_ARGS:
+                return self._fused_aug_assign(node, obj_tmp, attr, value, value_tmp, write)
             current = self._read(_name(obj_tmp), attr, read, node)
             store = ast.Attribute(
                 value=self._writable(_name(obj_tmp), write, node), attr=attr, ctx=ast.Store()
@@ -723,6 +730,38 @@ class SandboxPolicy(RestrictingNodeTransformer):
             ast.copy_location(stmt, node)
             _located(stmt, node)
         return stmts
+
+    def _fused_aug_assign(
+        self, node: ast.AugAssign, obj: str, attr: str, value: ast.expr, tmp: str, write: str
+    ) -> list[ast.stmt]:
+        """``self.n += v`` on a stable name: one site for the read and the write.
+
+        ``if type(self) is _sN_: self.n += v`` (CPython's own bytecode), else the guarded
+        read (``_rws_``, which records the type when the read needs no guard and the
+        object is the program's own, so writable), the in-place operation and the
+        guarded write. The test is fresh at each execution; between it and the read
+        nothing runs, and a write verdict does not depend on anything a class write
+        changes. ``v`` is copied into both branches; one runs.
+        """
+        slot = self._new_site()
+        fast = ast.AugAssign(
+            target=ast.Attribute(value=_name(obj), attr=attr, ctx=ast.Store()),
+            op=node.op,
+            value=value,
+        )
+        slow: list[ast.stmt] = [
+            ast.Assign(
+                targets=[_name(tmp, ast.Store())],
+                value=_call(READ_WRITE_SITE, _name(obj), ast.Constant(attr), ast.Constant(slot)),
+            ),
+            ast.AugAssign(target=_name(tmp, ast.Store()), op=node.op, value=copy.deepcopy(value)),
+            ast.Assign(
+                targets=[ast.Attribute(value=_call(write, _name(obj)), attr=attr, ctx=ast.Store())],
+                value=_name(tmp),
+            ),
+        ]
+        stmt = ast.If(test=self._same_type(obj, slot), body=[fast], orelse=slow)
+        return [_located(ast.copy_location(stmt, node), node)]
 
     # -- terminal limits --------------------------------------------------------------
 

@@ -72,6 +72,11 @@ WARMED_THEN_REFUSED = [
         id="augmented-attribute",
     ),
     pytest.param(
+        _CLASS + "def bump(o):\n    o._x += 1\nbump(C())\nbump(C())\nimport json\nbump(json)",
+        '"_x" is an invalid attribute name',
+        id="augmented-private",
+    ),
+    pytest.param(
         "def bump(o, k):\n    o[k] += 1\nbump({'a': 1}, 'a')\nbump({'a': 1}, 'a')\n"
         "import collections\nbump(collections.ChainMap({'a': 1}), 'a')",
         "'ChainMap' objects cannot be modified",
@@ -132,7 +137,9 @@ async def test_shadowing_the_names_a_site_tests_changes_nothing(run: Run) -> Non
     assert "objects cannot be modified" in err(await run(program), "forbidden")
 
 
-@pytest.mark.parametrize("name", ["_s0_", "_type_", "_rs_", "_ws_", "_ors_", "_ows_", "_sites_"])
+@pytest.mark.parametrize(
+    "name", ["_s0_", "_type_", "_rs_", "_ws_", "_ors_", "_ows_", "_rws_", "_sites_"]
+)
 async def test_programs_cannot_name_the_sites(run: Run, name: str) -> None:
     for program in (f"{name} = 1", f"x = {name}", f"def f({name}):\n    pass"):
         message = err(await run(program), "forbidden")
