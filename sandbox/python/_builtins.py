@@ -36,6 +36,7 @@ from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
 from ._policy import (
+    GROUP_SITE,
     OWN_READ_SITE,
     OWN_WRITE_SITE,
     READ_SITE,
@@ -509,6 +510,21 @@ def _plain_resolution(cls: type, name: str) -> bool:
     return True  # the instance's own dict, or AttributeError
 
 
+def _runs_no_code(cls: type, name: str) -> bool:
+    """Whether reading ``name`` on an instance of ``cls`` (a fast type) runs no code.
+
+    Built-in types' attributes are C; on the program's classes, everything
+    ``_plain_resolution`` allows but a ``property`` (its getter is code).
+    """
+    if _READ_FAST.get(id(cls)) is cls:
+        return True
+    for klass in cls.__mro__:
+        namespace = type.__getattribute__(klass, "__dict__")
+        if name in namespace:
+            return type(namespace[name]) is not property
+    return True
+
+
 def _fast_read(cls: type, name: str) -> bool:
     if name in _NAMED_BY_GUARD:
         return False
@@ -599,8 +615,28 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
             env[slot] = cls
         return value
 
+    def group_site(obj: Any, slot: str, spec: tuple[tuple[str, str], ...]) -> None:
+        # After the statement ran with its sites: one verdict for all of its members.
+        cls = type(obj)
+        for kind, attr in spec:
+            if kind == "w":
+                ok = _WRITE_FAST.get(id(cls)) is cls or _fast_class(cls)
+            elif kind == "ow":
+                ok = _fast_class(cls)
+            elif kind == "r":
+                ok = _fast_read(cls, attr) and _runs_no_code(cls, attr)
+            elif kind == "o":
+                ok = _fast_class(cls) and _plain_resolution(cls, attr)
+                ok = ok and _runs_no_code(cls, attr)
+            else:
+                ok = False
+            if not ok:
+                return
+        env[slot] = cls
+
     return {
         SITE_TYPE: type,
+        GROUP_SITE: group_site,
         READ_WRITE_SITE: read_write_site,
         SITE_TABLE: table.register,
         READ_SITE: read_site,

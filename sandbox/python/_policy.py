@@ -51,6 +51,7 @@ from RestrictedPython.transformer import (
 )
 
 __all__ = [
+    "GROUP_SITE",
     "MAIN",
     "OWN_READ_SITE",
     "OWN_WRITE_SITE",
@@ -76,6 +77,7 @@ WRITE_SITE = "_ws_"
 OWN_READ_SITE = "_ors_"
 OWN_WRITE_SITE = "_ows_"
 READ_WRITE_SITE = "_rws_"
+GROUP_SITE = "_gs_"
 
 TOP_LEVEL_YIELD = "'yield' is not allowed at the top level of the program"
 
@@ -304,6 +306,89 @@ def _attribute_bases(nodes: list[ast.stmt]) -> set[str]:
     return found
 
 
+_GROUPED = "_cm_grouped"
+_PLAIN = "_cm_plain"
+
+
+def _site_kind(attr: str, store: bool) -> str | None:
+    if is_own_attribute(attr):
+        return "ow" if store else "o"
+    if attr.startswith("_"):
+        return None
+    return "w" if store else "r"
+
+
+def _code_free_reads(expr: ast.expr, name: str) -> list[ast.Attribute]:
+    """The reads of ``name.attr`` that ``expr`` evaluates before it can run any code.
+
+    Walks ``expr`` in CPython's order of evaluation and stops at the first operation
+    that may call code (an operator, a call, a subscript, a comparison, anything not
+    known here); names, constants and tuple/list displays run none.
+    """
+    reads: list[ast.Attribute] = []
+
+    def walk(node: ast.expr) -> bool:  # False: code may run from here on
+        if isinstance(node, (ast.Name, ast.Constant)):
+            return True
+        if isinstance(node, ast.Attribute):
+            if (
+                isinstance(node.value, ast.Name)
+                and node.value.id == name
+                and _site_kind(node.attr, store=False) is not None
+            ):
+                reads.append(node)
+                return True
+            return False
+        if isinstance(node, ast.BinOp):
+            walk(node.left) and walk(node.right)
+            return False
+        if isinstance(node, ast.UnaryOp):
+            walk(node.operand)
+            return False
+        if isinstance(node, ast.Call):
+            ok = walk(node.func)
+            for arg in node.args:
+                ok = ok and not isinstance(arg, ast.Starred) and walk(arg)
+            for keyword in node.keywords:
+                ok = ok and keyword.arg is not None and walk(keyword.value)
+            return False
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return all(not isinstance(e, ast.Starred) and walk(e) for e in node.elts)
+        return False
+
+    walk(expr)
+    return reads
+
+
+def _group_plan(
+    stmt: ast.Assign | ast.Expr, stable: dict[str, str], *, mark: bool
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """Which stable name's sites in ``stmt`` can share one test (``mark``: mark them plain)."""
+    target: ast.expr | None = None
+    if isinstance(stmt, ast.Assign):
+        if len(stmt.targets) != 1:
+            return None
+        target = stmt.targets[0]
+    for name in stable:
+        reads = _code_free_reads(stmt.value, name)
+        spec = [(_site_kind(read.attr, store=False) or "", read.attr) for read in reads]
+        members: list[ast.AST] = list(reads)
+        if (
+            isinstance(target, (ast.Attribute, ast.Subscript))
+            and isinstance(target.value, ast.Name)
+            and target.value.id == name
+        ):
+            kind = _site_kind(target.attr, store=True) if isinstance(target, ast.Attribute) else "w"
+            if kind is not None:
+                spec.append((kind, target.attr if isinstance(target, ast.Attribute) else ""))
+                members.append(target)
+        if len(members) >= 2:
+            for member in members if mark else ():
+                setattr(member, _PLAIN, True)
+            return name, spec
+    return None
+
+
 def _size(node: ast.AST) -> int:
     return sum(1 for _ in ast.walk(node))
 
@@ -318,10 +403,19 @@ _N = TypeVar("_N", bound=ast.AST)
 
 
 def _located(new: _N, old: ast.AST) -> _N:
-    """``new`` with ``old``'s location on every node that has none."""
-    for child in ast.walk(new):
-        if "lineno" in child._attributes and not hasattr(child, "lineno"):
-            ast.copy_location(child, old)
+    """``new`` with ``old``'s location on every node that has none.
+
+    A node that has a location is a visited part of the program (or was located when
+    it was made): its children have theirs, so the walk does not go into it.
+    """
+    todo: list[ast.AST] = [new]
+    while todo:
+        node = todo.pop()
+        if "lineno" in node._attributes:
+            if hasattr(node, "lineno"):
+                continue
+            ast.copy_location(node, old)
+        todo.extend(ast.iter_child_nodes(node))
     return new
 
 
@@ -343,12 +437,54 @@ class SandboxPolicy(RestrictingNodeTransformer):
         else:
             mapping = getattr(node, _STABLE, None)
             if mapping is None:
+                if isinstance(node, (ast.Assign, ast.Expr)) and self._stable and self._stable[-1]:
+                    return self._visit_grouped(node)
                 return super().visit(node)
         self._stable.append(mapping)  # type: ignore[arg-type]
         try:
+            if isinstance(node, (ast.Assign, ast.Expr)) and mapping:
+                return self._visit_grouped(node)
             return super().visit(node)
         finally:
             self._stable.pop()
+
+    def _visit_grouped(self, node: ast.Assign | ast.Expr) -> Any:
+        """A statement with several sites on one stable name: one test for all of them.
+
+        ``p.x = p.x + p.y % 5`` becomes ``if T is _sN_: <the statement, plain>`` else
+        ``<the statement with its sites>; _gs_(p, "_sN_", <what it reads and writes>)``.
+        The group takes the reads that run before anything in the statement can run
+        code (``_code_free_reads``), which the verdict requires to run none themselves
+        (no ``property``), and the store, whose verdict no class write changes: so
+        between the fresh test and the last grouped read, nothing can change a verdict.
+        """
+        if getattr(node, _CLASS_SCOPE, False) or getattr(node, _GROUPED, False):
+            return super().visit(node)
+        if _group_plan(node, self._stable[-1], mark=False) is None:
+            return super().visit(node)
+        plain = copy.deepcopy(node)
+        plan = _group_plan(plain, self._stable[-1], mark=True)
+        assert plan is not None
+        name, spec = plan
+        errors = len(self.errors)
+        sited = super().visit(node)
+        if len(self.errors) != errors or not isinstance(sited, ast.stmt):
+            return sited
+        setattr(plain, _GROUPED, True)
+        fast = self.visit(plain)
+        if not isinstance(fast, ast.stmt):
+            return sited
+        slot = self._new_site()
+        pairs = ast.Tuple(
+            elts=[
+                ast.Tuple(elts=[ast.Constant(kind), ast.Constant(attr)], ctx=ast.Load())
+                for kind, attr in spec
+            ],
+            ctx=ast.Load(),
+        )
+        fill = ast.Expr(value=_call(GROUP_SITE, _name(name), ast.Constant(slot), pairs))
+        stmt = ast.If(test=self._same_type(name, slot), body=[fast], orelse=[sited, fill])
+        return _located(ast.copy_location(stmt, node), node)
 
     def _mark_stable(self, params: list[str], body: list[ast.stmt]) -> list[ast.stmt]:
         """Find the names of a function scope whose value cannot change, and capture types.
@@ -362,12 +498,19 @@ class SandboxPolicy(RestrictingNodeTransformer):
         bound = _bound_names(body)
         active: dict[str, str] = {}
         prelude: list[ast.stmt] = []
-        used = _attribute_bases(body)
+        # The last statement (index) of ``body`` that reads or writes each name's
+        # attributes or items: one walk, not one per assignment.
+        last_use: dict[str, int] = {}
+        for index, stmt in enumerate(body):
+            for found in _attribute_bases([stmt]):
+                last_use[found] = index
+        used = set(last_use)
         for param in params:
             if param not in bound and param in used:
                 active[param] = self.gen_tmp_name()
                 prelude.append(_type_capture(active[param], param, body[0]))
         out: list[ast.stmt] = []
+        start = 0
         if prelude:
             docstring = (
                 isinstance(body[0], ast.Expr)
@@ -375,8 +518,9 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 and isinstance(body[0].value.value, str)
             )
             out = [body[0], *prelude] if docstring else prelude
-            body = body[1:] if docstring else body
-        for index, stmt in enumerate(body):
+            start = 1 if docstring else 0
+        for index in range(start, len(body)):
+            stmt = body[index]
             setattr(stmt, _STABLE, dict(active))
             out.append(stmt)
             target = None
@@ -388,7 +532,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 isinstance(target, ast.Name)
                 and bound.get(target.id) == 1
                 and target.id not in params
-                and target.id in _attribute_bases(body[index + 1 :])
+                and last_use.get(target.id, -1) > index
             ):
                 active[target.id] = self.gen_tmp_name()
                 out.append(_type_capture(active[target.id], target.id, stmt))
@@ -601,6 +745,10 @@ class SandboxPolicy(RestrictingNodeTransformer):
     # -- attributes -------------------------------------------------------------------
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if getattr(node, _PLAIN, False):
+            # A member of a statement's group (``_visit_grouped``): plain bytecode.
+            value = self.visit(node.value)
+            return _located(ast.Attribute(value=value, attr=node.attr, ctx=node.ctx), node)
         if isinstance(node.ctx, ast.Load):
             value = node.value
             if (
@@ -648,6 +796,10 @@ class SandboxPolicy(RestrictingNodeTransformer):
         object's own ``__getitem__`` either way, and what it returns is an item the
         container holds, which the program could equally reach by iterating it.
         """
+        if getattr(node, _PLAIN, False):
+            node.value = self.visit(node.value)
+            node.slice = self.visit(node.slice)
+            return node
         new: Any = super().visit_Subscript(node)
         if isinstance(new, ast.Call):
             value, key = new.args

@@ -338,3 +338,77 @@ def test_fill_time_checks_see_what_a_decorator_added() -> None:
     )
     # Slots made by the library are plain member descriptors: one read, one write call.
     assert counted.calls == {"_getattr_": 1, "_write_": 1}
+
+
+# -- statement groups: one test for the sites of a statement on one stable name ---------------
+
+
+async def test_a_warmed_statement_group_still_refuses(run: Run) -> None:
+    program = (
+        "class N:\n    numerator = 0\n"
+        "def bump(o):\n    o.numerator = o.numerator + 1\n"
+        "bump(N())\nbump(N())\nimport fractions\nbump(fractions.Fraction(1, 2))\n"
+        "return 'escaped'"
+    )
+    assert "'Fraction' objects cannot be modified" in err(await run(program), "forbidden")
+
+
+def test_a_getter_in_a_group_keeps_the_group_off() -> None:
+    # ``p.a`` runs code (a property) before ``p.b`` is read: the getter replaces ``b`` by
+    # a descriptor that is not plain, and that read must take the guard at once.
+    counted = _Counted("b")
+    counted.run(
+        "import functools\n"
+        "state = {'flip': False}\n"
+        "class P:\n"
+        "    @property\n"
+        "    def a(self):\n"
+        "        if state['flip']:\n"
+        "            P.b = functools.partialmethod(lambda s: 3)\n"
+        "        return 1\n"
+        "p = P()\n"
+        "for i in range(6):\n"
+        "    state['flip'] = i == 3\n"
+        "    if i:\n"
+        "        v = (p.a, p.b)\n"
+        "    else:\n"
+        "        P.b = 2\n"
+    )
+    # i=1: the site's verdict is made (1 call); i=2 fast; i=3 the getter writes P, the
+    # read of b takes the guard (and again at i=4, 5: a partialmethod is not plain).
+    assert counted.calls["_getattr_"] == 1 + 3
+
+
+def test_code_before_a_read_leaves_the_read_its_own_test() -> None:
+    counted = _Counted("x")
+    counted.run(
+        "import functools\n"
+        "class P:\n    x = 1\n"
+        "def swap(i):\n"
+        "    if i == 2:\n"
+        "        P.x = functools.partialmethod(lambda s: 5)\n"
+        "    return 0\n"
+        "p = P()\n"
+        "total = 0\n"
+        "for i in range(4):\n"
+        "    total = (swap(i), p.x, p.x)\n"
+    )
+    # Two sites; each makes its verdict once (i=0), then after the class write at i=2
+    # both take the guard at i=2 and i=3.
+    assert counted.calls["_getattr_"] == 2 + 4
+
+
+def test_the_group_verdict_is_dropped_by_a_class_write() -> None:
+    counted = _Counted("x", "y")
+    counted.run(
+        "import functools\n"
+        "class P:\n    pass\n"
+        "p = P()\np.x = 1\np.y = 2\n"
+        "for i in range(6):\n"
+        "    if i == 3:\n"
+        "        P.y = functools.cached_property(lambda s: 7)\n"
+        "    v = p.x + p.y\n"
+    )
+    # i=0: both sites (2 calls) and the group verdict; i=1, 2: the group; i=3: the class
+    # write drops it; x is plain again at once (1 call), y is not (3 calls: i=3, 4, 5).
+    assert counted.calls["_getattr_"] == 2 + 1 + 3
