@@ -431,24 +431,35 @@ def make_builtins(importer: Callable[..., Any]) -> dict[str, Any]:
 # access, and the name is read twice with nothing in between that could rebind it.
 #
 # Which types qualify (every other type always takes the guard):
-# - reads of public names: the exact built-in value types below, whose public attributes
-#   are methods and numbers (``format``/``format_map``, the coroutine drivers, ``obj``
-#   and the frame/code names never qualify: the guard treats those by name); and the
-#   program's own classes (``_fast_class``), for a name that resolves on the class to a
-#   function, a ``property``/``classmethod``/``staticmethod`` or a plain value: what such
-#   a read returns is what the program stored or what calling its own callable returns;
-# - writes (attributes and items): exact ``dict``/``list``/``bytearray``, and the program's
-#   own classes;
+# - reads of public names: the exact built-in value types and C containers below, whose
+#   public attributes are methods and numbers (``format``/``format_map``, the coroutine
+#   drivers, ``obj`` and the frame/code names never qualify: the guard treats those by
+#   name); and the program's own classes (``_fast_class``), for a name that resolves on
+#   the class to a function, a ``property``/``classmethod``/``staticmethod``, a slot or a
+#   plain value: what such a read returns is what the program stored or what calling its
+#   own callable returns (the value test of the guard finds nothing there);
+# - writes (attributes and items): types whose MRO holds ``dict``, ``list``, ``set``,
+#   ``bytearray`` or ``deque`` (the guard's ``isinstance`` test, which follows the MRO),
+#   and the program's own classes;
 # - ``_x`` reads and writes: the program's own classes.
 # A write to a class (through any guard) drops every cached verdict of it and of its
-# subclasses, so a later ``C.x = <descriptor>`` is seen by the next read of ``x``.
+# subclasses, so a later ``C.x = <descriptor>`` is seen by the next read of ``x``; the
+# tests read the verdict afresh at every execution.
+#
+# Two shapes share one test (see ``_policy``): ``self.n += v`` (``_rws_``: the read's
+# verdict, on the program's own classes, covers the write) and a statement's group
+# (``_gs_``): the reads a statement evaluates before it can run any code, which must run
+# none themselves (no ``property``), plus its store. A write verdict depends on nothing a
+# class write changes, so it may be used after code ran.
 
 #: Exact built-in types whose public attributes a guard never refuses by value.
 _READ_FAST_TYPES = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set,
-                    frozenset, range, slice)  # fmt: skip
-_WRITE_FAST_TYPES = (dict, list, bytearray)
+                    frozenset, range, slice, collections.deque, collections.defaultdict,
+                    collections.OrderedDict)  # fmt: skip
+#: Types whose instances the write guard allows whatever the instance: it tests
+#: ``isinstance`` against these (concrete classes: the answer follows the type's MRO).
+_WRITE_BASES = {id(t): t for t in (dict, list, set, bytearray, collections.deque)}
 _READ_FAST = {id(t): t for t in _READ_FAST_TYPES}
-_WRITE_FAST = {id(t): t for t in _WRITE_FAST_TYPES}
 #: Names the attribute guard treats specially, whatever the object.
 _NAMED_BY_GUARD = frozenset({"format", "format_map", "obj"}) | _DRIVERS | _DENIED_NAMES
 #: Built-in bases a program class may have and stay fast: value types and exceptions (not
@@ -525,6 +536,12 @@ def _runs_no_code(cls: type, name: str) -> bool:
     return True
 
 
+def _fast_write(cls: type) -> bool:
+    """Whether the write guard allows every object of exactly this type."""
+    mro = type.__getattribute__(cls, "__mro__")
+    return any(_WRITE_BASES.get(id(k)) is k for k in mro) or _fast_class(cls)
+
+
 def _fast_read(cls: type, name: str) -> bool:
     if name in _NAMED_BY_GUARD:
         return False
@@ -583,7 +600,7 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
     def write_site(obj: Any, slot: str) -> Any:
         target = env["_write_"](obj)
         cls = type(obj)
-        if _WRITE_FAST.get(id(cls)) is cls or _fast_class(cls):
+        if _fast_write(cls):
             env[slot] = cls
         return target
 
@@ -615,12 +632,16 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
             env[slot] = cls
         return value
 
+    refused: dict[str, type] = {}
+
     def group_site(obj: Any, slot: str, spec: tuple[tuple[str, str], ...]) -> None:
         # After the statement ran with its sites: one verdict for all of its members.
         cls = type(obj)
+        if refused.get(slot) is cls:
+            return  # the same type as last time: no need to ask again
         for kind, attr in spec:
             if kind == "w":
-                ok = _WRITE_FAST.get(id(cls)) is cls or _fast_class(cls)
+                ok = _fast_write(cls)
             elif kind == "ow":
                 ok = _fast_class(cls)
             elif kind == "r":
@@ -631,6 +652,7 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
             else:
                 ok = False
             if not ok:
+                refused[slot] = cls
                 return
         env[slot] = cls
 

@@ -412,3 +412,23 @@ def test_the_group_verdict_is_dropped_by_a_class_write() -> None:
     # i=0: both sites (2 calls) and the group verdict; i=1, 2: the group; i=3: the class
     # write drops it; x is plain again at once (1 call), y is not (3 calls: i=3, 4, 5).
     assert counted.calls["_getattr_"] == 2 + 1 + 3
+
+
+@pytest.mark.parametrize("make", ["collections.defaultdict(int)", "collections.Counter()"])
+def test_writes_to_dict_subclasses_need_the_guard_once(make: str) -> None:
+    # The write guard allows every dict (an isinstance test, which follows the MRO).
+    counted = _Counted()
+    counted.run(
+        f"import collections\nd = {make}\n"
+        "for i in range(50):\n    d[i % 7] += 1\n    d['last'] = i\n"
+    )
+    assert counted.calls == {"_write_": 2}
+
+
+def test_a_library_object_in_a_group_takes_the_guards_every_time() -> None:
+    counted = _Counted("numerator", "denominator")
+    counted.run(
+        "import fractions\nf = fractions.Fraction(1, 3)\n"
+        "for i in range(5):\n    v = (f.numerator, f.denominator)\n"
+    )
+    assert counted.calls == {"_getattr_": 10}
