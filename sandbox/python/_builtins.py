@@ -571,7 +571,8 @@ class _SiteTable:
         env = self.env
         for name in self.names:
             cached = env.get(name)
-            if cached is not None and any(k is cls for k in cached.__mro__):
+            mro = () if cached is None else type.__getattribute__(cached, "__mro__")
+            if any(k is cls for k in mro):
                 env[name] = None
 
 

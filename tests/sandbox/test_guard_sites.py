@@ -217,6 +217,23 @@ async def test_class_bodies_docstrings_and_super_keep_working(run: Run) -> None:
     assert ok(await run(program)) == [1, {"a": 1, "b": 2}, 3, 6, "Doc of C."]
 
 
+async def test_grouped_statements_print_and_call_as_written(run: Run) -> None:
+    program = (
+        "class P:\n"
+        "    def __init__(self):\n        self.x = 1\n        self.y = 2\n"
+        "    def show(self):\n        print(self.x, self.y)\n        return [self.x, self.y]\n"
+        "p = P()\nout = []\n"
+        "for i in range(3):\n"
+        "    print(p.x, p.y)\n"
+        "    out.append(p.show())\n"
+        "    p.x, p.y = p.y, p.x + p.y\n"
+        "return out"
+    )
+    result = await run(program)
+    assert ok(result) == [[1, 2], [2, 3], [3, 5]]
+    assert result.logs == ["1 2", "1 2", "2 3", "2 3", "3 5", "3 5"]
+
+
 # -- the verdicts themselves, counted in-process ---------------------------------------------
 
 
