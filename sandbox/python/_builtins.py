@@ -553,11 +553,14 @@ def _fast_read(cls: type, name: str) -> bool:
 class _SiteTable:
     """The guard sites of one run's globals (``env``): their names, to drop verdicts."""
 
-    __slots__ = ("__weakref__", "env", "names")
+    __slots__ = ("__weakref__", "env", "names", "refused")
 
     def __init__(self, env: dict[str, Any]) -> None:
         self.env = env
         self.names: tuple[str, ...] = ()
+        # The type a site last refused, per site: a loop over a module proxy or a
+        # library object asks once, not at every access.
+        self.refused: dict[str, type] = {}
 
     def register(self, names: tuple[str, ...]) -> None:
         """Called once by the compiled program: every site starts with no verdict."""
@@ -574,6 +577,9 @@ class _SiteTable:
             mro = () if cached is None else type.__getattribute__(cached, "__mro__")
             if any(k is cls for k in mro):
                 env[name] = None
+        for name, refused in list(self.refused.items()):
+            if any(k is cls for k in type.__getattribute__(refused, "__mro__")):
+                del self.refused[name]
 
 
 _SITE_NAME = re.compile(r"_s\d+_").fullmatch
@@ -590,33 +596,37 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
     """The slow paths of the guard sites of ``env`` (they call ``env``'s guards)."""
     table = _SiteTable(env)
     _TABLES.add(table)
+    refused = table.refused
+
+    def verdict(slot: str, cls: type, fast: Callable[[], bool]) -> None:
+        if refused.get(slot) is not cls:
+            if fast():
+                env[slot] = cls
+            else:
+                refused[slot] = cls
 
     def read_site(obj: Any, name: str, slot: str) -> Any:
         value = env["_getattr_"](obj, name)
         cls = type(obj)
-        if _fast_read(cls, name):
-            env[slot] = cls
+        verdict(slot, cls, lambda: _fast_read(cls, name))
         return value
 
     def write_site(obj: Any, slot: str) -> Any:
         target = env["_write_"](obj)
         cls = type(obj)
-        if _fast_write(cls):
-            env[slot] = cls
+        verdict(slot, cls, lambda: _fast_write(cls))
         return target
 
     def own_read_site(obj: Any, name: str, slot: str) -> Any:
         value = env["_own_getattr_"](obj, name)
         cls = type(obj)
-        if _fast_class(cls) and _plain_resolution(cls, name):
-            env[slot] = cls
+        verdict(slot, cls, lambda: _fast_class(cls) and _plain_resolution(cls, name))
         return value
 
     def own_write_site(obj: Any, slot: str) -> Any:
         target = env["_own_write_"](obj)
         cls = type(obj)
-        if _fast_class(cls):
-            env[slot] = cls
+        verdict(slot, cls, lambda: _fast_class(cls))
         return target
 
     def read_write_site(obj: Any, name: str, slot: str) -> Any:
@@ -632,8 +642,6 @@ def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
         ):
             env[slot] = cls
         return value
-
-    refused: dict[str, type] = {}
 
     def group_site(obj: Any, slot: str, spec: tuple[tuple[str, str], ...]) -> None:
         # After the statement ran with its sites: one verdict for all of its members.

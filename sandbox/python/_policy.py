@@ -207,7 +207,22 @@ def copy_locations_call(new: ast.Call, old: ast.expr) -> ast.Call:
 _CLASS_SCOPE = "_cm_class_scope"
 
 
-def _mark_class_scopes(tree: ast.AST) -> None:
+class _ProgramFacts:
+    """What one walk of the whole program finds (``_mark_class_scopes``)."""
+
+    def __init__(self) -> None:
+        # Names bound anywhere, and by an import: a name bound nowhere is a binding or
+        # a builtin, an imported one a module proxy; neither is ever an object a site
+        # would keep a verdict about, so they get none.
+        self.bound: set[str] = set()
+        self.imported: set[str] = set()
+        # Names declared ``global``/``nonlocal`` anywhere (never stable).
+        self.declared: set[str] = set()
+        # Whether anything can run twice (a loop, a function, a comprehension).
+        self.hot = False
+
+
+def _mark_class_scopes(tree: ast.AST) -> _ProgramFacts:
     """Mark every node evaluated directly in a class body (``_CLASS_SCOPE``).
 
     Names there are looked up in the class namespace (``LOAD_NAME``), which a library
@@ -216,11 +231,29 @@ def _mark_class_scopes(tree: ast.AST) -> None:
     decorators and defaults belong to the enclosing scope; comprehensions in a class body
     count as class scope (their first iterable is).
     """
+    facts = _ProgramFacts()
+    bound, imported = facts.bound, facts.imported
     todo: list[tuple[ast.AST, bool]] = [(tree, False)]
     while todo:
         node, in_class = todo.pop()
         if in_class:
             setattr(node, _CLASS_SCOPE, True)
+        if isinstance(node, _HOT):
+            facts.hot = True
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            facts.declared.update(node.names)
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            imported.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            bound.add(node.name or "")
+        elif isinstance(node, ast.MatchMapping):
+            bound.add(node.rest or "")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
         if isinstance(node, ast.ClassDef):
             outer: list[ast.AST] = [*node.bases, *node.keywords, *node.decorator_list]
             todo.extend((child, in_class) for child in outer)
@@ -236,74 +269,68 @@ def _mark_class_scopes(tree: ast.AST) -> None:
             todo.extend((stmt, False) for stmt in body)
         else:
             todo.extend((child, in_class) for child in ast.iter_child_nodes(node))
+    return facts
 
 
 _STABLE = "_cm_stable"
 _INTERNAL = "_cm_internal"
 _NEW_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
                ast.SetComp, ast.DictComp, ast.GeneratorExp)  # fmt: skip
+#: Code that may run many times: only there are guard sites worth their compile time.
+_HOT = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+        ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)  # fmt: skip
 #: Arguments (AST nodes) a method call site may copy into both of its branches.
 _MAX_COPIED_ARGS = 40
 
 
-def _bound_names(body: list[ast.stmt]) -> dict[str, int]:
-    """How many bindings each name has in the scope of ``body`` (over-counted on doubt).
+def _scope_facts(body: list[ast.stmt], declared: set[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """How many bindings each name has in the scope of ``body`` (over-counted on doubt),
+    and the last statement (index) that reads or writes each name's attributes or items.
 
-    Stores, deletions, imports, definitions, handler and pattern captures, and walrus
-    targets (comprehensions are searched too, their own variables included); a ``global``
-    or ``nonlocal`` declaration here or in any nested scope counts as a binding.
+    Bindings: stores, deletions, imports, definitions, handler and pattern captures and
+    walrus targets (comprehensions are searched too, their own variables included); a
+    name ``declared`` ``global`` or ``nonlocal`` anywhere in the program counts as bound
+    twice. One walk; nested functions and classes are not entered (but their defaults,
+    decorators and bases, which belong to this scope).
     """
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = dict.fromkeys(declared, 2)
+    last_use: dict[str, int] = {}
 
     def bind(name: str | None) -> None:
         if name is not None:
             counts[name] = counts.get(name, 0) + 1
 
-    todo: list[ast.AST] = list(body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            if not isinstance(node, ast.Lambda):
+    for index, stmt in enumerate(body):
+        todo: list[ast.AST] = [stmt]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 bind(node.name)
-            for inner in ast.walk(node):
-                if isinstance(inner, (ast.Global, ast.Nonlocal)):
-                    for name in inner.names:
-                        bind(name)
             if isinstance(node, ast.ClassDef):
                 todo.extend([*node.bases, *node.keywords, *node.decorator_list])
-            else:
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 todo.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d)])
                 if not isinstance(node, ast.Lambda):
                     todo.extend(node.decorator_list)
-            continue
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bind(node.id)
-        elif isinstance(node, ast.alias):
-            bind(node.asname or node.name.split(".")[0])
-        elif isinstance(node, ast.ExceptHandler):
-            bind(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
-            bind(node.name)
-        elif isinstance(node, ast.MatchMapping):
-            bind(node.rest)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                bind(name)
-        todo.extend(ast.iter_child_nodes(node))
-    return counts
-
-
-def _attribute_bases(nodes: list[ast.stmt]) -> set[str]:
-    """Names whose attributes or items ``nodes`` read or write in their own scope."""
-    found: set[str] = set()
-    todo: list[ast.AST] = list(nodes)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.value, ast.Name):
-            found.add(node.value.id)
-        if not isinstance(node, _NEW_SCOPES):
+                continue
+            if isinstance(node, ast.Name):
+                if not isinstance(node.ctx, ast.Load):
+                    bind(node.id)
+            elif isinstance(node, (ast.Attribute, ast.Subscript)):
+                if isinstance(node.value, ast.Name):
+                    last_use[node.value.id] = index
+            elif isinstance(node, ast.alias):
+                bind(node.asname or node.name.split(".")[0])
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+                bind(node.name)
+            elif isinstance(node, ast.MatchMapping):
+                bind(node.rest)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                for name in node.names:
+                    bind(name)
             todo.extend(ast.iter_child_nodes(node))
-    return found
+    return counts, last_use
 
 
 _GROUPED = "_cm_grouped"
@@ -428,10 +455,25 @@ class SandboxPolicy(RestrictingNodeTransformer):
         # Per statement being visited: the stable names of its scope and the local that
         # holds each one's type (``_mark_stable``).
         self._stable: list[dict[str, str]] = []
+        # Inside a loop, a function or a comprehension (``_HOT``); names never worth a site.
+        self._hot = 0
+        self._bound_any: set[str] = set()
+        self._imported: set[str] = set()
+        self._declared: set[str] = set()
+        self._any_hot = False
 
     def visit(self, node: ast.AST) -> Any:
         if getattr(node, _INTERNAL, False):
             return node
+        if isinstance(node, _HOT):
+            self._hot += 1
+            try:
+                return self._visit(node)
+            finally:
+                self._hot -= 1
+        return self._visit(node)
+
+    def _visit(self, node: ast.AST) -> Any:
         if isinstance(node, _NEW_SCOPES):
             mapping: dict[str, str] | None = {}
         else:
@@ -458,7 +500,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
         (no ``property``), and the store, whose verdict no class write changes: so
         between the fresh test and the last grouped read, nothing can change a verdict.
         """
-        if getattr(node, _CLASS_SCOPE, False) or getattr(node, _GROUPED, False):
+        if not self._hot or getattr(node, _CLASS_SCOPE, False) or getattr(node, _GROUPED, False):
             return super().visit(node)
         if _group_plan(node, self._stable[-1], mark=False) is None:
             return super().visit(node)
@@ -495,15 +537,11 @@ class SandboxPolicy(RestrictingNodeTransformer):
         binding). Its type is captured once in a local (``_tmpN = _type_(name)``), and
         the guard sites on it compare that local instead of calling ``type`` each time.
         """
-        bound = _bound_names(body)
+        if not self._any_hot or not body:
+            return body  # no loop or function anywhere: nothing runs twice
+        bound, last_use = _scope_facts(body, self._declared)
         active: dict[str, str] = {}
         prelude: list[ast.stmt] = []
-        # The last statement (index) of ``body`` that reads or writes each name's
-        # attributes or items: one walk, not one per assignment.
-        last_use: dict[str, int] = {}
-        for index, stmt in enumerate(body):
-            for found in _attribute_bases([stmt]):
-                last_use[found] = index
         used = set(last_use)
         for param in params:
             if param not in bound and param in used:
@@ -551,6 +589,9 @@ class SandboxPolicy(RestrictingNodeTransformer):
         """Whether ``value`` (already visited) may be read twice for a guard site."""
         return (
             isinstance(value, ast.Name)
+            and self._hot > 0
+            and value.id in self._bound_any
+            and value.id not in self._imported
             and not getattr(value, _CLASS_SCOPE, False)
             and not getattr(where, _CLASS_SCOPE, False)
         )
@@ -650,7 +691,9 @@ class SandboxPolicy(RestrictingNodeTransformer):
     # -- module: wrap into the async main function ---------------------------------------
 
     def visit_Module(self, node: ast.Module) -> Any:
-        _mark_class_scopes(node)
+        facts = _mark_class_scopes(node)
+        self._bound_any, self._imported = facts.bound, facts.imported
+        self._declared, self._any_hot = facts.declared, facts.hot
         node.body = [
             stmt
             for stmt in node.body
