@@ -75,6 +75,22 @@ TARGETS: tuple[TargetSpec, ...] = (
         measure="ratio_to_floor",
     ),
     TargetSpec(
+        suite="compute",
+        case="dict/str loop 200,000",
+        name=f"guarded dict/str loop within {COMPUTE_MARGIN}x of the floor",
+        limit=COMPUTE_MARGIN,
+        unit="x floor",
+        measure="ratio_to_floor",
+    ),
+    TargetSpec(
+        suite="compute",
+        case="class loop 200,000",
+        name=f"guarded class loop within {COMPUTE_MARGIN}x of the floor",
+        limit=COMPUTE_MARGIN,
+        unit="x floor",
+        measure="ratio_to_floor",
+    ),
+    TargetSpec(
         suite="tools",
         case="glob *.py",
         name="glob within 1.3x of direct rg",

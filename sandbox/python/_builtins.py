@@ -24,16 +24,28 @@ import builtins
 import collections
 import decimal
 import operator
+import re
 import string
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
-from ._policy import READABLE_DUNDERS
+from ._policy import (
+    GROUP_SITE,
+    OWN_READ_SITE,
+    OWN_WRITE_SITE,
+    READ_SITE,
+    READ_WRITE_SITE,
+    READABLE_DUNDERS,
+    SITE_TABLE,
+    SITE_TYPE,
+    WRITE_SITE,
+)
 from ._traceback import FILENAME as _PROGRAM_FILENAME
 
 __all__ = [
@@ -42,6 +54,7 @@ __all__ = [
     "DeniedWrite",
     "check_attribute_name",
     "code_audit",
+    "forget_class",
     "guarded_getattr",
     "guarded_getitem",
     "guarded_write",
@@ -275,6 +288,8 @@ def guarded_getitem(obj: Any, key: Any) -> Any:
 def guarded_write(obj: Any) -> Any:
     """Return ``obj`` if the program may assign to its attributes or items."""
     if isinstance(obj, _WRITABLE) or is_program_defined(obj):
+        if isinstance(obj, type):
+            forget_class(obj)
         return obj
     raise DeniedWrite(f"'{type(obj).__name__}' objects cannot be modified by programs")
 
@@ -402,14 +417,274 @@ def make_builtins(importer: Callable[..., Any]) -> dict[str, Any]:
     return table
 
 
+# -- guard sites: the guards' verdicts cached per access site ------------------------------
+#
+# The policy compiles ``p.x`` (``p`` a plain name in a function scope) into
+# ``(p.x if _type_(p) is _s7_ else _rs_(p, "x", "_s7_"))``, and ``p.x = v`` / ``d[k] = v``
+# likewise with ``_ws_`` around the target. ``_s7_`` is a global of the run that only the
+# slow path writes: it calls the guard, and when the guard can have nothing to refuse for
+# *any* object of exactly that type at that site, it stores the type. Later accesses on an
+# object of that exact type take plain bytecode (no Python-level call): what the guard
+# would have checked is fixed by the type, and the type of an object cannot change
+# (``__class__`` cannot be assigned by programs). The check is an identity test of the
+# type, so no program code (a metaclass ``__hash__``/``__eq__``) runs between it and the
+# access, and the name is read twice with nothing in between that could rebind it.
+#
+# Which types qualify (every other type always takes the guard):
+# - reads of public names: the exact built-in value types and C containers below, whose
+#   public attributes are methods and numbers (``format``/``format_map``, the coroutine
+#   drivers, ``obj`` and the frame/code names never qualify: the guard treats those by
+#   name); and the program's own classes (``_fast_class``), for a name that resolves on
+#   the class to a function, a ``property``/``classmethod``/``staticmethod``, a slot or a
+#   plain value: what such a read returns is what the program stored or what calling its
+#   own callable returns (the value test of the guard finds nothing there);
+# - writes (attributes and items): types whose MRO holds ``dict``, ``list``, ``set``,
+#   ``bytearray`` or ``deque`` (the guard's ``isinstance`` test, which follows the MRO),
+#   and the program's own classes;
+# - ``_x`` reads and writes: the program's own classes.
+# A write to a class (through any guard) drops every cached verdict of it and of its
+# subclasses, so a later ``C.x = <descriptor>`` is seen by the next read of ``x``; the
+# tests read the verdict afresh at every execution.
+#
+# Two shapes share one test (see ``_policy``): ``self.n += v`` (``_rws_``: the read's
+# verdict, on the program's own classes, covers the write) and a statement's group
+# (``_gs_``): the reads a statement evaluates before it can run any code, which must run
+# none themselves (no ``property``), plus its store. A write verdict depends on nothing a
+# class write changes, so it may be used after code ran.
+
+#: Exact built-in types whose public attributes a guard never refuses by value.
+_READ_FAST_TYPES = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set,
+                    frozenset, range, slice, collections.deque, collections.defaultdict,
+                    collections.OrderedDict)  # fmt: skip
+#: Types whose instances the write guard allows whatever the instance: it tests
+#: ``isinstance`` against these (concrete classes: the answer follows the type's MRO).
+_WRITE_BASES = {id(t): t for t in (dict, list, set, bytearray, collections.deque)}
+_READ_FAST = {id(t): t for t in _READ_FAST_TYPES}
+#: Names the attribute guard treats specially, whatever the object.
+_NAMED_BY_GUARD = frozenset({"format", "format_map", "obj"}) | _DRIVERS | _DENIED_NAMES
+#: Built-in bases a program class may have and stay fast: value types and exceptions (not
+#: ``super``, ``property`` or ``types.ModuleType``, whose instances resolve attributes
+#: elsewhere or are refused by the guard as values).
+_OWN_BASES = {
+    id(t): t
+    for t in (object, dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float,
+              complex, *(v for v in vars(builtins).values()
+                         if isinstance(v, type) and issubclass(v, BaseException)))
+}  # fmt: skip
+#: Class attributes a fast read may resolve to (or any value whose type has no ``__get__``).
+_PLAIN_DESCRIPTORS = (
+    types.FunctionType,
+    types.MemberDescriptorType,  # ``__slots__`` a library made (dataclass(slots=True))
+    property,
+    classmethod,
+    staticmethod,
+)
+_HOOKS = ("__getattr__", "__getattribute__")
+
+
+def _has_get(kind: type) -> bool:
+    mro = type.__getattribute__(kind, "__mro__")
+    return any("__get__" in type.__getattribute__(k, "__dict__") for k in mro)
+
+
+def _fast_class(cls: type) -> bool:
+    """Whether ``cls`` is one of the program's own classes, with plain attribute lookup.
+
+    Created by the program (``__module__`` is the program's), metaclass exactly ``type``,
+    every base the program's own or one of ``_OWN_BASES``, and no ``__getattr__`` or
+    ``__getattribute__`` put on it by a library decorator.
+    """
+    if type(cls) is not type:
+        return False
+    program = False
+    for klass in cls.__mro__:
+        if _OWN_BASES.get(id(klass)) is klass:
+            continue
+        if type(klass) is not type or klass.__module__ != PROGRAM_MODULE:
+            return False
+        namespace = type.__getattribute__(klass, "__dict__")
+        if any(hook in namespace for hook in _HOOKS):
+            return False
+        program = True
+    return program
+
+
+def _plain_resolution(cls: type, name: str) -> bool:
+    """Whether ``name`` resolves on ``cls`` (a ``_fast_class``) to nothing but plain values."""
+    for klass in cls.__mro__:
+        namespace = type.__getattribute__(klass, "__dict__")
+        if name in namespace:
+            if _OWN_BASES.get(id(klass)) is klass:
+                return True  # a built-in method or slot of a value type
+            kind = type(namespace[name])
+            return kind in _PLAIN_DESCRIPTORS or not _has_get(kind)
+    return True  # the instance's own dict, or AttributeError
+
+
+def _runs_no_code(cls: type, name: str) -> bool:
+    """Whether reading ``name`` on an instance of ``cls`` (a fast type) runs no code.
+
+    Built-in types' attributes are C; on the program's classes, everything
+    ``_plain_resolution`` allows but a ``property`` (its getter is code).
+    """
+    if _READ_FAST.get(id(cls)) is cls:
+        return True
+    for klass in cls.__mro__:
+        namespace = type.__getattribute__(klass, "__dict__")
+        if name in namespace:
+            return type(namespace[name]) is not property
+    return True
+
+
+def _fast_write(cls: type) -> bool:
+    """Whether the write guard allows every object of exactly this type."""
+    mro = type.__getattribute__(cls, "__mro__")
+    return any(_WRITE_BASES.get(id(k)) is k for k in mro) or _fast_class(cls)
+
+
+def _fast_read(cls: type, name: str) -> bool:
+    if name in _NAMED_BY_GUARD:
+        return False
+    if _READ_FAST.get(id(cls)) is cls:
+        return True
+    return _fast_class(cls) and _plain_resolution(cls, name)
+
+
+class _SiteTable:
+    """The guard sites of one run's globals (``env``): their names, to drop verdicts."""
+
+    __slots__ = ("__weakref__", "env", "names", "refused")
+
+    def __init__(self, env: dict[str, Any]) -> None:
+        self.env = env
+        self.names: tuple[str, ...] = ()
+        # The type a site last refused, per site: a loop over a module proxy or a
+        # library object asks once, not at every access.
+        self.refused: dict[str, type] = {}
+
+    def register(self, names: tuple[str, ...]) -> None:
+        """Called once by the compiled program: every site starts with no verdict."""
+        if any(type(n) is not str or not _SITE_NAME(n) for n in names):
+            raise TypeError("invalid guard site names")
+        for name in names:
+            self.env[name] = None
+        self.names = self.names + names
+
+    def forget(self, cls: type) -> None:
+        env = self.env
+        for name in self.names:
+            cached = env.get(name)
+            mro = () if cached is None else type.__getattribute__(cached, "__mro__")
+            if any(k is cls for k in mro):
+                env[name] = None
+        for name, refused in list(self.refused.items()):
+            if any(k is cls for k in type.__getattribute__(refused, "__mro__")):
+                del self.refused[name]
+
+
+_SITE_NAME = re.compile(r"_s\d+_").fullmatch
+_TABLES: weakref.WeakSet[_SiteTable] = weakref.WeakSet()
+
+
+def forget_class(cls: type) -> None:
+    """``cls`` (a class) is about to be written: no site may keep a verdict about it."""
+    for table in list(_TABLES):
+        table.forget(cls)
+
+
+def _make_sites(env: dict[str, Any]) -> dict[str, Any]:
+    """The slow paths of the guard sites of ``env`` (they call ``env``'s guards)."""
+    table = _SiteTable(env)
+    _TABLES.add(table)
+    refused = table.refused
+
+    def verdict(slot: str, cls: type, fast: Callable[[], bool]) -> None:
+        if refused.get(slot) is not cls:
+            if fast():
+                env[slot] = cls
+            else:
+                refused[slot] = cls
+
+    def read_site(obj: Any, name: str, slot: str) -> Any:
+        value = env["_getattr_"](obj, name)
+        cls = type(obj)
+        verdict(slot, cls, lambda: _fast_read(cls, name))
+        return value
+
+    def write_site(obj: Any, slot: str) -> Any:
+        target = env["_write_"](obj)
+        cls = type(obj)
+        verdict(slot, cls, lambda: _fast_write(cls))
+        return target
+
+    def own_read_site(obj: Any, name: str, slot: str) -> Any:
+        value = env["_own_getattr_"](obj, name)
+        cls = type(obj)
+        verdict(slot, cls, lambda: _fast_class(cls) and _plain_resolution(cls, name))
+        return value
+
+    def own_write_site(obj: Any, slot: str) -> Any:
+        target = env["_own_write_"](obj)
+        cls = type(obj)
+        verdict(slot, cls, lambda: _fast_class(cls))
+        return target
+
+    def read_write_site(obj: Any, name: str, slot: str) -> Any:
+        # ``self.n += v``: the read's guard; the verdict covers the write too, so only
+        # the program's own classes qualify.
+        own = name.startswith("_")
+        value = env["_own_getattr_" if own else "_getattr_"](obj, name)
+        cls = type(obj)
+        if (
+            (own or name not in _NAMED_BY_GUARD)
+            and _fast_class(cls)
+            and _plain_resolution(cls, name)
+        ):
+            env[slot] = cls
+        return value
+
+    def group_site(obj: Any, slot: str, spec: tuple[tuple[str, str], ...]) -> None:
+        # After the statement ran with its sites: one verdict for all of its members.
+        cls = type(obj)
+        if refused.get(slot) is cls:
+            return  # the same type as last time: no need to ask again
+        for kind, attr in spec:
+            if kind == "w":
+                ok = _fast_write(cls)
+            elif kind == "ow":
+                ok = _fast_class(cls)
+            elif kind == "r":
+                ok = _fast_read(cls, attr) and _runs_no_code(cls, attr)
+            elif kind == "o":
+                ok = _fast_class(cls) and _plain_resolution(cls, attr)
+                ok = ok and _runs_no_code(cls, attr)
+            else:
+                ok = False
+            if not ok:
+                refused[slot] = cls
+                return
+        env[slot] = cls
+
+    return {
+        SITE_TYPE: type,
+        GROUP_SITE: group_site,
+        READ_WRITE_SITE: read_write_site,
+        SITE_TABLE: table.register,
+        READ_SITE: read_site,
+        WRITE_SITE: write_site,
+        OWN_READ_SITE: own_read_site,
+        OWN_WRITE_SITE: own_write_site,
+    }
+
+
 def make_guards(
     *,
     print_factory: Callable[[Any], Any],
     exc_guard: Callable[[], None],
     returned: Callable[[Any], Any],
 ) -> dict[str, Any]:
-    """The guard globals RestrictedPython's generated code calls."""
-    return {
+    """The guard globals RestrictedPython's generated code calls (and the guard sites')."""
+    env = {
         "__name__": PROGRAM_MODULE,
         "__metaclass__": make_class,
         "_getattr_": guarded_getattr,
@@ -425,6 +700,8 @@ def make_guards(
         "_ret_": returned,
         "_typename_": typename,
     }
+    env.update(_make_sites(env))
+    return env
 
 
 # -- a second net: no code evaluation or I/O on the program's behalf ----------------------

@@ -20,6 +20,7 @@ from ._builtins import (
     PROGRAM_MODULE,
     DeniedAccess,
     DeniedWrite,
+    forget_class,
     guarded_delattr,
     guarded_getattr,
     guarded_hasattr,
@@ -131,6 +132,8 @@ def own_write(obj: Any) -> Any:
         raise DeniedWrite(
             f"private attributes of '{type(obj).__name__}' objects cannot be modified by programs"
         )
+    if isinstance(obj, type):
+        forget_class(obj)
     return obj
 
 
