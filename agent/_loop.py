@@ -222,6 +222,9 @@ class Agent:
         self._info_written = False
         self._inbox: list[ChatMessage] = []
         self._running = False
+        #: The abort signal of the running ``run`` (``None`` between runs): a continuation
+        #: source that waits (for background subagents) stops waiting when it fires.
+        self.run_signal: AbortSignal | None = None
         _AGENTS[id(scope)] = self
 
     # ------------------------------------------------------------------ session
@@ -299,19 +302,23 @@ class Agent:
         the first turn's (see ``run_turn``).
         """
         signal = signal or AbortController().signal
-        outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
-        while outcomes[-1].ok and not signal.aborted:
-            if self._inbox:
-                # Injected after the turn's last model request (a child finished just
-                # then): it would otherwise wait for the user's next prompt.
-                outcomes.append(await self.run_turn(None, signal=signal, origin="host"))
-                continue
-            follow = await self.next_continuation(outcomes[-1])
-            if follow is None:
-                break
-            self.inject(follow.prompt)
-            outcomes.append(await self.run_turn(None, signal=signal, origin=follow.origin))
-        return outcomes
+        previous, self.run_signal = self.run_signal, signal
+        try:
+            outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
+            while outcomes[-1].ok and not signal.aborted:
+                if self._inbox:
+                    # Injected after the turn's last model request (a child finished just
+                    # then): it would otherwise wait for the user's next prompt.
+                    outcomes.append(await self.run_turn(None, signal=signal, origin="host"))
+                    continue
+                follow = await self.next_continuation(outcomes[-1])
+                if follow is None:
+                    break
+                self.inject(follow.prompt)
+                outcomes.append(await self.run_turn(None, signal=signal, origin=follow.origin))
+            return outcomes
+        finally:
+            self.run_signal = previous
 
     def due_in(self) -> float | None:
         """Seconds until a source wants to start a turn on its own (0: now), or ``None``.

@@ -113,6 +113,11 @@ class _JsonView:
     def note(self, message: str) -> None:
         self.write({"type": "note", "message": message})
 
+    def progress(self, message: str) -> None:
+        # stdout carries only the events: progress for the person watching goes to stderr.
+        sys.stderr.write(f"codemode: {message}\n")
+        sys.stderr.flush()
+
     def prompt(self) -> None:
         pass
 
@@ -232,6 +237,10 @@ class _RichView:
         self._end_line()
         _err.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
 
+    def progress(self, message: str) -> None:
+        self.note(message)
+        self._spin("waiting…")
+
     def prompt(self) -> None:
         self._stop()
         sys.stdout.write("› ")
@@ -315,6 +324,11 @@ async def _turn(
     control.turn = AbortController()
     try:
         outcomes = await agent.run(prompt, signal=control.turn.signal, origin=origin)
+        if control.turn.signal.aborted and outcomes[-1].ok:
+            import msgspec
+
+            # Ctrl-C while the task waited for its background subagents: it was stopped.
+            return msgspec.structs.replace(outcomes[-1], reason="interrupted")
         return outcomes[-1]
     finally:
         control.turn = None
@@ -368,6 +382,8 @@ async def _session(opts: _Options, control: _Control) -> int:
         )
         await stack.enter_async_context(subagents)
         subagents.children.on_child = _forward_child_events(view)
+        if opts.prompt is not None:
+            subagents.on_wait = lambda waiting: view.progress(_waiting_line(waiting))
         if opts.as_json:
             assert isinstance(view, _JsonView)
             view.write(
@@ -431,6 +447,12 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
     return 0  # pragma: no cover - the loop returns
+
+
+def _waiting_line(waiting: list[str]) -> str:
+    """The progress line of a one-shot task that waits for its running descendants."""
+    them = "it" if len(waiting) == 1 else "them"
+    return f"waiting for {', '.join(waiting)} to finish before exiting (Ctrl-C stops {them})"
 
 
 _CHILD_EVENTS = ("turn-start", "tool-call", "turn-end", "workflow")
