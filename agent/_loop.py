@@ -123,6 +123,13 @@ class ContinuationSource(Protocol):
 _AGENTS: weakref.WeakValueDictionary[int, Agent] = weakref.WeakValueDictionary()
 
 
+def _bad_arguments(scope: Scope | None, call_id: str) -> str | None:
+    """The invalid-JSON error of the running step's call ``call_id`` of the agent in
+    ``scope`` (see ``_arguments``)."""
+    agent = agent_for(scope)
+    return None if agent is None else agent._bad_arguments.get(call_id)
+
+
 def agent_for(scope: Scope | None) -> Agent | None:
     """The ``Agent`` whose conversation runs in ``scope`` (``ctx.agent`` of a tool call),
     or ``None`` when no agent drives it (a plain ``codemode run``, another host)."""
@@ -225,6 +232,8 @@ class Agent:
         #: The abort signal of the running ``run`` (``None`` between runs): a continuation
         #: source that waits (for background subagents) stops waiting when it fires.
         self.run_signal: AbortSignal | None = None
+        # The running step's calls whose argument string is not JSON: call id -> error.
+        self._bad_arguments: dict[str, str] = {}
         _AGENTS[id(scope)] = self
 
     # ------------------------------------------------------------------ session
@@ -523,21 +532,35 @@ class Agent:
     async def _run_tools(
         self, reply: ChatMessage, turn: int, step: int, signal: AbortSignal
     ) -> bool:
+        from ._arguments import install_invalid_json_wrapper, invalid_json_message
+
         calls = [ModelToolCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
         for c in calls:
             self._emit(
                 {"type": "tool-call", "id": c.call_id, "name": c.name, "arguments": c.arguments}
             )
+        # Argument strings that are not JSON fail with the parser's own words (the
+        # wrapper reads them here), not as "arguments must be an object".
+        self._bad_arguments = {
+            c.call_id: complaint
+            for c in calls
+            if (complaint := invalid_json_message(c.arguments)) is not None
+        }
+        if self._bad_arguments:
+            install_invalid_json_wrapper(self.runtime, _bad_arguments)
         before = len(self._log.events)
-        results = await run_tool_calls(
-            self.runtime,
-            calls,
-            agent=self.scope,
-            signal=signal,
-            turn=turn,
-            step=step,
-            max_parallel=self.max_parallel,
-        )
+        try:
+            results = await run_tool_calls(
+                self.runtime,
+                calls,
+                agent=self.scope,
+                signal=signal,
+                turn=turn,
+                step=step,
+                max_parallel=self.max_parallel,
+            )
+        finally:
+            self._bad_arguments = {}
         self._emit({"type": "step-events", "events": [thaw(e) for e in self._log.events[before:]]})
         contexts: list[ChatMessage] = []
         concluded = False

@@ -523,3 +523,27 @@ def test_both_mode_native_call_then_a_python_program(ws: Path, tmp_path: Path) -
     assert [(r["name"], r["isError"]) for r in results] == [("read", False), ("run_code", False)]
     assert "notes.txt" in results[1]["content"]
     assert (ws / "both.txt").read_text() == "from python"
+
+
+def test_run_code_arguments_that_are_not_json_are_named_and_the_agent_carries_on(
+    ws: Path, tmp_path: Path
+) -> None:
+    script = [
+        Reply(calls=[Call("c1", "run_code", ['{"code": "return 6 * 7" "description": "x"}'])]),
+        Reply(
+            calls=[
+                Call("c2", "run_code", [json.dumps({"code": "return 6 * 7", "description": "x"})])
+            ]
+        ),
+        Reply(text=["42."]),
+    ]
+    with ModelServer(script) as server:
+        proc = _run(_argv(server, ws, "compute", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    results = [e for e in _events(proc.stdout) if e["type"] == "tool-result"]
+    assert results[0]["isError"] is True
+    assert results[0]["content"] == (
+        "Error: arguments are not valid JSON: Expecting ',' delimiter at line 1 column 25: "
+        '{"code": "return 6 * 7" "descrip…'
+    )
+    assert results[1]["isError"] is False and "42" in results[1]["content"]
