@@ -218,11 +218,14 @@ class _RichView:
             self._stop()
             _err.print(f"[dim]context: {escape(visible(str(event['content'])))}[/]")
         elif kind == "turn-end":
+            from codemode.tools._text import count_of
+
             self._stop()
             self._end_line()
             usage = event["usage"]
             summary = (
-                f"{event['reason']} · {event['steps']} step(s) · {usage['totalTokens']} tokens"
+                f"{event['reason']} · {count_of(event['steps'], 'step')} · "
+                f"{count_of(usage['totalTokens'], 'token')}"
                 f" (session {event['sessionUsage']['totalTokens']})"
             )
             style = {"done": "dim", "concluded": "dim", "error": "bold red"}.get(
@@ -395,7 +398,9 @@ async def _session(opts: _Options, control: _Control) -> int:
                 }
             )
         else:
-            resumed = f", {restored} message(s) restored" if opts.resume else ""
+            from codemode.tools._text import count_of
+
+            resumed = f", {count_of(restored, 'message')} restored" if opts.resume else ""
             view.note(f"session: {opts.session}{resumed} (continue with --resume)")
         if opts.prompt is not None:
             outcome = await _turn(agent, control, opts.prompt)

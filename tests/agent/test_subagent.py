@@ -358,7 +358,7 @@ async def test_depth_cap_and_no_agent(tmp_path: Path) -> None:
             )
     [refused] = _tools(server.requests_for("CHILD-D")[-1])
     assert refused == (
-        "Error: subagents may nest at most 1 level(s) deep; this agent is already at depth 1"
+        "Error: subagents may nest at most 1 level deep; this agent is already at depth 1"
     )
     assert lonely.is_error and lonely.error.message == (
         "list_agents requires a calling agent (exec.agent was undefined)"

@@ -164,7 +164,7 @@ def test_code_mode_typescript_program_and_rich_cards(ws: Path, tmp_path: Path) -
     assert "Wrote ts.txt\\x1b[2J" in proc.stdout and "\x1b" not in proc.stdout
     # Cards on stderr: the run_code call and the program's own calls inside it.
     assert "run_code" in proc.stderr and "write" in proc.stderr and "in t1" in proc.stderr
-    assert "done · 2 step(s)" in proc.stderr
+    assert "done · 2 steps" in proc.stderr
 
 
 def test_resume_sends_the_earlier_messages(ws: Path, tmp_path: Path) -> None:
@@ -349,7 +349,7 @@ def test_step_limit_fails_the_task(ws: Path, tmp_path: Path) -> None:
             )
         )
     assert proc.returncode == 1
-    assert "max_steps · 2 step(s)" in proc.stderr and "step limit" in proc.stderr
+    assert "max_steps · 2 steps" in proc.stderr and "step limit" in proc.stderr
     assert len(server.requests) == 2
 
 
