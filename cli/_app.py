@@ -295,8 +295,15 @@ def run(
             "WORKSPACE/.codemode/skills is always searched).",
         ),
     ] = None,
+    images: Annotated[
+        bool,
+        typer.Option(
+            "--images", help="Offer read_image (the caller takes images; see codemode tools)."
+        ),
+    ] = False,
 ) -> None:
-    """Run one program in code mode against the built-in tools; print the result content."""
+    """Run one program in code mode against the built-in tools; print what it printed and
+    returned."""
     if bash not in ("one-shot", "persistent"):
         raise _usage(f"--bash must be one-shot or persistent, got {bash!r}")
     _check_lang(lang)
@@ -349,6 +356,7 @@ def run(
             bash=bash,
             skills_dirs=tuple(skills_dir or ()),
             keep_spills=as_json,
+            images=images,
         )
     )
     if as_json:
@@ -441,6 +449,7 @@ async def _run_program(
     bash: str = "one-shot",
     skills_dirs: tuple[Path, ...] = (),
     keep_spills: bool = False,
+    images: bool = False,
 ) -> tuple[Any, list[dict[str, Any]]]:
     """Run ``program``; ``keep_spills``: results cut to a preview (over 64 KiB) keep the
     file their preview names, and stderr says where (``--json``: its content and events
@@ -459,6 +468,7 @@ async def _run_program(
             skills_dirs=skills_dirs,
             announce_state=keep_state,
             state_dirs=state_dirs,
+            images=images,
         )
     finally:
         if not keep_state and keep_spills:
@@ -499,10 +509,12 @@ async def _run_in_invocation(
     skills_dirs: tuple[Path, ...] = (),
     announce_state: bool = True,
     state_dirs: list[Path] | None = None,
+    images: bool = False,
 ) -> tuple[Any, list[dict[str, Any]]]:
     async with open_invocation(
         workspace,
         language,
+        images=images,
         keep_state=keep_state,
         limits=limits,
         session_path=session,
@@ -556,27 +568,31 @@ def list_tools(
         typer.Option(
             "--json",
             help="Print a JSON array of {name, description, parameters, outputSchema, "
-            "parallelSafe[, parallelSafeWhen]} for hosts.",
+            "parallelSafe[, parallelSafeWhen], offered} for hosts.",
         ),
     ] = False,
 ) -> None:
-    """List the built-in tool catalog (with the agent-bound tools of ``codemode agent``) and
-    when each tool may run in parallel."""
+    """List the built-in tool catalog (with the agent-bound tools of ``codemode agent`` and
+    ``read_image``, offered with ``--images``), where each is offered and when it may run
+    in parallel."""
     ws = _check_workspace(workspace)
 
     async def collect() -> list[dict[str, Any]]:
-        async with open_invocation(ws, "python", sandbox=False) as invocation:
+        # read_image too: it is offered when the model takes images (--images).
+        async with open_invocation(ws, "python", sandbox=False, images=True) as invocation:
             # The agent-bound rows too (goals, schedules, session queries): `codemode agent`
             # serves them; elsewhere no agent drives the scope and they say so when called.
             from codemode.agent import SessionStore, WorkflowRuntime, agent_tools
 
+            offered = {"read_image": "images"}
             with tempfile.TemporaryDirectory(prefix="codemode-tools-") as scratch:
                 # Only to build the session-query and workflow tools for the listing (the
                 # runtime is never started: nothing runs).
                 listing_only = WorkflowRuntime()
                 for tool in agent_tools(SessionStore(scratch), workflow_runtime=listing_only):
                     invocation.runtime.register(tool)
-                return catalog_entries(invocation.runtime, invocation.agent)
+                    offered[tool.name] = "agent"
+                return catalog_entries(invocation.runtime, invocation.agent, offered)
 
     entries = _run_async(collect)
     if as_json:
