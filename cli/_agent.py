@@ -76,7 +76,7 @@ from ._compose import (
     make_state_dir,
     state_parent,
 )
-from ._log import _panel, collect_calls
+from ._log import collect_calls, panels
 from ._questions import visible
 
 __all__ = ["agent_command"]
@@ -186,8 +186,8 @@ class _RichView:
             self._spin(f"running {visible(str(event['name']))}…")
         elif kind == "step-events":
             self._stop()
-            for entry in collect_calls(event["events"]):
-                _err.print(_panel(entry))
+            for panel in panels(collect_calls(event["events"])):
+                _err.print(panel)
             self._spin("thinking…")
         elif kind == "workflow":
             self._stop()
@@ -297,6 +297,7 @@ class _Options:
     max_goal_rounds: int
     folder: Path
     subagents: str
+    fresh: bool
 
 
 class _Control:
@@ -360,6 +361,12 @@ async def _session(opts: _Options, control: _Control) -> int:
         workflow_runtime = await stack.enter_async_context(WorkflowRuntime())
         for tool in agent_tools(store, subagents=config, workflow_runtime=workflow_runtime):
             runtime.register(tool)
+        # A new session that no turn got a model answer in (the server could not be
+        # reached, nothing was asked) leaves no file behind: registered before the log
+        # is entered, so it runs after the log is closed.
+        made: list[Agent] = []
+        if opts.fresh:
+            stack.callback(_drop_unanswered, opts, store, made, view)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(
             ModelClient(opts.config, api_key=opts.api_key, key_source=opts.key_source)
@@ -372,6 +379,7 @@ async def _session(opts: _Options, control: _Control) -> int:
             on_event=view.on_event,
             session=new_session_info(workspace=str(opts.workspace)),
         )
+        made.append(agent)
         restored = agent.resume() if opts.resume else 0
         subagents = enable_services(
             agent,
@@ -452,6 +460,21 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
     return 0  # pragma: no cover - the loop returns
+
+
+def _drop_unanswered(
+    opts: _Options, store: SessionStore, made: list[Agent], view: _JsonView | _RichView
+) -> None:
+    """Remove the new session file when no turn of it got an answer from the model."""
+    if made and any(m.role == "assistant" for m in made[0].messages):
+        return
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{opts.session}{suffix}")
+    if made:
+        with contextlib.suppress(Exception):
+            store.forget(made[0].session_id)
+    view.note(f"no model answer: the session file {opts.session} was not kept")
 
 
 def _waiting_line(waiting: list[str]) -> str:
@@ -718,6 +741,8 @@ def agent_command(
         resume = _resolve_resume(resume, folder)
     if resume is not None and session is not None and resume.resolve() != session.resolve():
         raise _usage("--session and --resume name different files; --resume FILE is enough")
+    # Before the checks: checking a --session file opens it, which creates it.
+    fresh = resume is None and (session is None or not session.exists())
     if resume is not None:
         _check_resume(resume, ws)
         path = resume
@@ -741,6 +766,7 @@ def agent_command(
         max_goal_rounds=max_goal_rounds,
         folder=folder,
         subagents=subagents,
+        fresh=fresh,
     )
     try:
         code, stopped_by = anyio.run(_main, opts)

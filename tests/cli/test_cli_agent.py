@@ -164,6 +164,13 @@ def test_code_mode_typescript_program_and_rich_cards(ws: Path, tmp_path: Path) -
     assert "Wrote ts.txt\\x1b[2J" in proc.stdout and "\x1b" not in proc.stdout
     # Cards on stderr: the run_code call and the program's own calls inside it.
     assert "run_code" in proc.stderr and "write" in proc.stderr and "in t1" in proc.stderr
+    # The program's calls are drawn inside the run_code card, before its end.
+    lines = proc.stderr.splitlines()
+    run_end = next(i for i, line in enumerate(lines) if "run_code · ok" in line)
+    write_end = next(i for i, line in enumerate(lines) if "write · ok" in line)
+    read_end = next(i for i, line in enumerate(lines) if "read · ok" in line)
+    assert read_end < write_end < run_end
+    assert lines[write_end].lstrip().startswith("│")  # nested: inside the outer border
     assert "done · 2 steps" in proc.stderr
 
 
@@ -404,6 +411,9 @@ def test_no_key_needed_for_a_keyless_server_and_a_401_names_the_variable(
     assert server.requests[0].body["model"] == "local"
     assert refused.returncode == 1
     assert "refused the API key (HTTP 401); check $OPENAI_API_KEY (not set)" in refused.stderr
+    # A session that never got a model answer leaves no file; one that did is kept.
+    assert (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+    assert f"no model answer: the session file {tmp_path / 'b.db'} was not kept" in refused.stderr
 
 
 def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) -> None:
@@ -440,6 +450,21 @@ def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) 
     assert proc.returncode == 1
     assert f"cannot reach the model server at http://127.0.0.1:{port}/v1" in proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_failed_connection_leaves_no_default_session_behind(ws: Path, tmp_path: Path) -> None:
+    with ModelServer([Status(401, message="no key")]) as server:
+        proc = _run(_argv(server, ws, "hi", "--mode", "native", "--json"))
+    assert proc.returncode == 1
+    folder = tmp_path / "state" / "codemode" / "sessions"
+    assert sorted(p.name for p in folder.glob("agent-*")) == []
+    # Nor in the session index: a search from a later session does not list it.
+    from codemode.agent import SessionStore
+
+    assert SessionStore(folder).sessions() == []
+    notes = [e["message"] for e in _events(proc.stdout) if e["type"] == "note"]
+    assert any(n.startswith("no model answer: the session file ") for n in notes)
 
 
 def test_default_session_file_is_private_and_named(ws: Path, tmp_path: Path) -> None:
