@@ -692,16 +692,18 @@ def bench(
             raise _usage(why)
         if not plot.parent.is_dir():
             raise _usage(f"--plot: directory {str(plot.parent)!r} does not exist")
-    # With --json, stdout carries exactly the JSON object: everything else goes to stderr.
+    # Progress is for the person watching: always stderr. The tables are the output
+    # (stdout), except with --json, where stdout carries exactly the JSON object.
+    progress = console_for(stderr=True)
     console = console_for(stderr=as_json)
     try:
-        report = run_bench(options, console=console)
+        report = run_bench(options, console=progress)
     except BenchError as exc:
         raise _usage(str(exc)) from None
     render_report(report, console)
     if plot is not None:
         write_plot(report, plot)
-        console.print(f"plot written to {escape(str(plot))}", highlight=False)
+        progress.print(f"plot written to {escape(str(plot))}", highlight=False)
     if as_json:
         sys.stdout.write(report_json(report) + "\n")
     sys.stdout.flush()
