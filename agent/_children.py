@@ -189,6 +189,7 @@ class ChildHost:
             max_parallel=parent.max_parallel,
             session=info,
             parent=parent,
+            attachments=parent.attachments,
         )
         if self.on_child is not None:
             self.on_child(child)

@@ -15,6 +15,7 @@ registry changes between steps reach the model.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,7 +28,7 @@ from codemode.engine import AbortController, AbortSignal, Scope, ToolRuntime
 from codemode.engine.json import thaw
 from codemode.engine.scheduling import ModelToolCall, run_tool_calls
 
-from ._model import ChatMessage, ModelClient, ModelError, Usage
+from ._model import ChatMessage, ImagePart, ModelClient, ModelError, Usage
 from ._session import (
     SessionInfo,
     load_conversation,
@@ -184,7 +185,11 @@ class Agent:
     id is made. It is written to the log as ``agent/session`` before the first turn, and a
     resumed log's own record wins. ``parent`` is the agent that started this one (a
     subagent); authority rules treat such an agent as non-human. ``sources`` continue the
-    session after a turn (see ``run``).
+    session after a turn (see ``run``). ``attachments`` is where ``read_image`` keeps its
+    images (a ``codemode.tools.MemoryAttachmentStore``, or anything with ``get(id) ->
+    (bytes, media type, name) | None``): with one, an image a tool result carries (a
+    native ``read_image``, or one a ``run_code`` program read) reaches the model as an
+    image part of a user message; without one it is named in text only.
     """
 
     def __init__(
@@ -199,6 +204,7 @@ class Agent:
         on_event: Callable[[AgentEvent], None] | None = None,
         session: SessionInfo | None = None,
         parent: Agent | None = None,
+        attachments: Any = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError("Agent(max_steps=...) must be a positive integer")
@@ -212,6 +218,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.max_parallel = max_parallel
+        self.attachments = attachments
         self.on_event = on_event
         self.messages: list[ChatMessage] = []
         self.turn = 0
@@ -529,6 +536,26 @@ class Agent:
         )
         return TurnOutcome(turn, "max_steps", text, self.max_steps, usage, note=note)
 
+    def _images(self, blocks: Any) -> tuple[ImagePart, ...]:
+        """The image blocks of ``blocks`` whose bytes ``attachments`` holds, as parts."""
+        store = self.attachments
+        if store is None or isinstance(blocks, str):
+            return ()
+        parts = []
+        for block in blocks or ():
+            if not isinstance(block, Mapping) or block.get("type") != "image":
+                continue
+            attachment = block.get("attachment")
+            found = (
+                store.get(str(attachment.get("attachmentId")))
+                if isinstance(attachment, Mapping)
+                else None
+            )
+            if found is not None:
+                data, media_type, _name = found
+                parts.append(ImagePart(media_type, base64.b64encode(data).decode("ascii")))
+        return tuple(parts)
+
     async def _run_tools(
         self, reply: ChatMessage, turn: int, step: int, signal: AbortSignal
     ) -> bool:
@@ -567,6 +594,18 @@ class Agent:
         for call, result in zip(calls, results, strict=True):
             body = content_text(result.content)
             await self._add(ChatMessage(role="tool", content=body, tool_call_id=call.call_id), step)
+            # A tool message carries text only: the images a result holds follow it in a
+            # user message of their own.
+            shown = self._images(result.content)
+            if shown:
+                contexts.append(
+                    ChatMessage(
+                        role="user",
+                        content=f"[the image{'s' if len(shown) > 1 else ''} {call.name} returned]",
+                        context=True,
+                        images=shown,
+                    )
+                )
             self._emit(
                 {
                     "type": "tool-result",
@@ -579,7 +618,10 @@ class Agent:
             for extra in result.additional_contexts:
                 contexts.append(
                     ChatMessage(
-                        role="user", content=content_text(extra.get("content")), context=True
+                        role="user",
+                        content=content_text(extra.get("content")),
+                        context=True,
+                        images=self._images(extra.get("content")),
                     )
                 )
             concluded = concluded or (not result.is_error and result.concludes_turn)

@@ -467,6 +467,7 @@ class Subagents:
             max_steps=self.children.max_steps,
             max_parallel=parent.max_parallel,
             parent=parent,
+            attachments=parent.attachments,
         )
         child.resume()
         entry.agent = child

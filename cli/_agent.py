@@ -298,6 +298,7 @@ class _Options:
     folder: Path
     subagents: str
     fresh: bool
+    images: bool
 
 
 class _Control:
@@ -348,8 +349,20 @@ async def _session(opts: _Options, control: _Control) -> int:
             code_runtime = await stack.enter_async_context(_code_runtime(opts.language, CLI_LIMITS))
         runtime = ToolRuntime(mode=opts.mode, code_runtime=code_runtime)
         TimeoutPolicy().install(runtime)
+        # --images: the model takes images; what read_image reads reaches it as image parts.
+        attachments = None
+        if opts.images:
+            from codemode.tools import MemoryAttachmentStore
+
+            attachments = MemoryAttachmentStore()
         jobs = await install_builtin_tools(
-            stack, runtime, opts.workspace, state_dir, interactive=_stdin_is_terminal()
+            stack,
+            runtime,
+            opts.workspace,
+            state_dir,
+            interactive=_stdin_is_terminal(),
+            images=opts.images,
+            attachments=attachments,
         )
         store = SessionStore(opts.folder)
         config = SubagentConfig(
@@ -378,6 +391,7 @@ async def _session(opts: _Options, control: _Control) -> int:
             max_steps=opts.max_steps,
             on_event=view.on_event,
             session=new_session_info(workspace=str(opts.workspace)),
+            attachments=attachments,
         )
         made.append(agent)
         restored = agent.resume() if opts.resume else 0
@@ -706,6 +720,13 @@ def agent_command(
             "continuable (background by default; send_message, interrupt_agent, report).",
         ),
     ] = "one-shot",
+    images: Annotated[
+        bool,
+        typer.Option(
+            "--images",
+            help="The model takes images: offer read_image and send the images it reads.",
+        ),
+    ] = False,
 ) -> None:
     """Run a model agent over the built-in tools (any OpenAI-compatible Chat Completions server)."""
     from ._app import _check_session_path, _check_workspace
@@ -767,6 +788,7 @@ def agent_command(
         folder=folder,
         subagents=subagents,
         fresh=fresh,
+        images=images,
     )
     try:
         code, stopped_by = anyio.run(_main, opts)

@@ -73,6 +73,7 @@ async def install_builtin_tools(
     skills_in_description: bool = False,
     bash: str = "one-shot",
     images: bool = False,
+    attachments: Any = None,
 ) -> JobManager:
     """Register the first-party tools bound to ``workspace`` on ``runtime``, with the
     policies they rely on: spilled results and bash output go under ``state_dir``, and
@@ -83,7 +84,8 @@ async def install_builtin_tools(
     clear error when stdin is not one); ``False`` (a server) registers no provider.
     ``skills_dirs``: where ``skill`` finds ``SKILL.md`` folders, besides the workspace's
     ``.codemode/skills``. ``bash``: ``"one-shot"`` or ``"persistent"`` (one PTY shell for
-    the session). ``images``: the model takes images, so ``read_image`` is offered.
+    the session). ``images``: the model takes images, so ``read_image`` is offered (its
+    images kept in ``attachments``, default in memory).
     Terminal sessions and shells die when ``stack`` closes. Returns the job
     manager (background subagents run in it too). The web tools' destinations and search provider come from the
     ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables.
@@ -123,6 +125,7 @@ async def install_builtin_tools(
         terminals=terminals,
         bash="persistent" if bash == "persistent" else "one-shot",
         accepts_images=images,
+        attachments=attachments,
     ):
         runtime.register(definition)
     return jobs

@@ -572,3 +572,60 @@ def test_run_code_arguments_that_are_not_json_are_named_and_the_agent_carries_on
         '{"code": "return 6 * 7" "descrip…'
     )
     assert results[1]["isError"] is False and "42" in results[1]["content"]
+
+
+def _png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _image_parts(request: Any) -> list[str]:
+    return [
+        part["image_url"]["url"]
+        for m in request.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+@pytest.mark.parametrize("mode", ["native", "code"])
+def test_images_reach_a_model_that_takes_them(ws: Path, tmp_path: Path, mode: str) -> None:
+    import base64
+
+    (ws / "dot.png").write_bytes(_png())
+    if mode == "native":
+        call = Call("i1", "read_image", [json.dumps({"file_path": "dot.png"})])
+    else:
+        program = "r = await tools.read_image({'file_path': 'dot.png'})\nreturn r['image']['width']"
+        call = Call("i1", "run_code", [json.dumps({"code": program, "description": "look"})])
+    script = [Reply(calls=[call]), Reply(text=["A red square."])]
+    with ModelServer(script) as server:
+        proc = _run(_argv(server, ws, "look at dot.png", "--mode", mode, "--images", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    if mode == "native":
+        offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+        assert "read_image" in offered
+    expected = "data:image/png;base64," + base64.b64encode(_png()).decode()
+    assert _image_parts(server.requests[1]) == [expected]
+
+
+def test_without_images_read_image_is_not_offered(ws: Path) -> None:
+    with ModelServer([Reply(text=["ok"])]) as server:
+        proc = _run(_argv(server, ws, "hi", "--mode", "native"))
+    assert proc.returncode == 0, proc.stderr
+    offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+    assert "read_image" not in offered and "read" in offered
