@@ -160,7 +160,7 @@ class ChildHost:
     ) -> Agent:
         """A new child agent of ``parent`` (not started), within the caps; it talks to
         ``client`` (default: the parent's model client)."""
-        from codemode.tools._text import count_of
+        from ._words import count_of
 
         if self.depth(parent) + 1 > self.max_depth:
             raise ChildLimitError(

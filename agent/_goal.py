@@ -401,7 +401,7 @@ class GoalService:
 
     @staticmethod
     def _wrap_up(goal: Goal) -> str:
-        from codemode.tools._text import count_of
+        from ._words import count_of
 
         if goal.phase == "complete":
             return (
@@ -596,6 +596,6 @@ def build_goal_tools() -> list[ToolDefinition]:
 
 def _all_rounds(n: int, noun: str = "round") -> str:
     """``all 20 rounds``, or ``its only round`` for one (never ``all 1 rounds``)."""
-    from codemode.tools._text import count_of
+    from ._words import count_of
 
     return f"its only {noun}" if n == 1 else f"all {count_of(n, noun)}"

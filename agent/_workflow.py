@@ -513,7 +513,7 @@ def _hook_tools(
         opts: dict[str, Any] = dict(args.get("opts") or {})
         check_opts(opts)
         if run.started >= max_agents:
-            from codemode.tools._text import count_of
+            from ._words import count_of
 
             raise run.refuse(
                 f"agent(): the workflow already started {count_of(run.started, 'agent')} (the cap is "

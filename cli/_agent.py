@@ -218,14 +218,12 @@ class _RichView:
             self._stop()
             _err.print(f"[dim]context: {escape(visible(str(event['content'])))}[/]")
         elif kind == "turn-end":
-            from codemode.tools._text import count_of
-
             self._stop()
             self._end_line()
             usage = event["usage"]
             summary = (
-                f"{event['reason']} · {count_of(event['steps'], 'step')} · "
-                f"{count_of(usage['totalTokens'], 'token')}"
+                f"{event['reason']} · {_count_of(event['steps'], 'step')} · "
+                f"{_count_of(usage['totalTokens'], 'token')}"
                 f" (session {event['sessionUsage']['totalTokens']})"
             )
             style = {"done": "dim", "concluded": "dim", "error": "bold red"}.get(
@@ -420,9 +418,7 @@ async def _session(opts: _Options, control: _Control) -> int:
                 }
             )
         else:
-            from codemode.tools._text import count_of
-
-            resumed = f", {count_of(restored, 'message')} restored" if opts.resume else ""
+            resumed = f", {_count_of(restored, 'message')} restored" if opts.resume else ""
             view.note(f"session: {opts.session}{resumed} (continue with --resume)")
         if opts.prompt is not None:
             outcome = await _turn(agent, control, opts.prompt)
@@ -489,6 +485,11 @@ def _drop_unanswered(
         with contextlib.suppress(Exception):
             store.forget(made[0].session_id)
     view.note(f"no model answer: the session file {opts.session} was not kept")
+
+
+def _count_of(n: int, noun: str) -> str:
+    """``1 step``, ``2 steps`` (never ``step(s)``)."""
+    return f"{n} {noun if n == 1 else noun + 's'}"
 
 
 def _waiting_line(waiting: list[str]) -> str:

@@ -13,7 +13,6 @@ from typing import Any
 
 __all__ = [
     "article",
-    "count_of",
     "crlf_to_lf",
     "js_json",
     "utf16_head",
@@ -82,8 +81,3 @@ def article(phrase: str) -> str:
     else:
         vowel = head[0].lower() in "aeiou"
     return f"{'an' if vowel else 'a'} {phrase}"
-
-
-def count_of(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 round``, ``2 rounds``, ``0 rounds`` (``plural`` for irregular nouns)."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from codemode.agent import Agent
-from codemode.tools._text import article, count_of
+from codemode.agent._words import count_of
+from codemode.tools._text import article
 from codemode.tools.web import _policy
 
 ROOT = Path(__file__).resolve().parents[2]
