@@ -1,7 +1,9 @@
 """``codemode agent [PROMPT]``: a model agent over the built-in tools, in the terminal.
 
 With ``PROMPT``: one task, then exit (``0`` the turn ended normally, ``1`` it failed: the
-model could not be asked or the step limit was hit, ``130`` Ctrl-C stopped it). Without: an
+model could not be asked or the step limit was hit, ``130`` Ctrl-C stopped it); before it
+exits, the task waits for every running descendant (continuable children, background
+subagent jobs), saying on stderr what it waits for. Without: an
 interactive session reading one prompt per line (from the terminal or piped stdin) until
 end of input (``0``); Ctrl-C during a turn stops that turn and returns to the prompt,
 Ctrl-C at the prompt exits (``130``). ``SIGTERM``/``SIGHUP`` stop everything (``143``/``129``).
