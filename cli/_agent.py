@@ -241,7 +241,8 @@ class _RichView:
         _err.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
 
     def progress(self, message: str) -> None:
-        self.note(message)
+        # The same line as with --json, so it reads (and greps) the same either way.
+        self.note(f"codemode: {message}")
         self._spin("waiting…")
 
     def prompt(self) -> None:

@@ -591,3 +591,23 @@ def test_ctrl_c_while_waiting_for_a_background_subagent_stops_it(ws: Path, tmp_p
     assert child.returncode == 130, err
     assert err.strip().endswith("codemode: interrupted") and "Traceback" not in err
     assert [e["type"] for e in _events(out)].count("turn-end") == 1
+
+
+def test_the_waiting_line_without_json(ws: Path) -> None:
+    start = _args(description="look", prompt="CHILD-BG2: look", run_in_background=True)
+    script: list[object] = [
+        Reply(calls=[Call("s1", "subagent", start)]),
+        Reply(text=["Started it."]),
+        Reply(text=["Heard it."]),
+    ]
+    with ModelServer(
+        script,  # type: ignore[arg-type]
+        by_prompt={"CHILD-BG2": [_late_child("done", 1.0)]},  # type: ignore[list-item]
+    ) as server:
+        proc = _run(_argv(server, ws, "delegate", "--mode", "native"))
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "codemode: waiting for background subagent job subagent-1 (look) to finish before "
+        "exiting (Ctrl-C stops it)" in proc.stderr
+    )
+    assert proc.stdout.strip().endswith("Heard it.")
