@@ -160,14 +160,16 @@ class ChildHost:
     ) -> Agent:
         """A new child agent of ``parent`` (not started), within the caps; it talks to
         ``client`` (default: the parent's model client)."""
+        from ._words import count_of
+
         if self.depth(parent) + 1 > self.max_depth:
             raise ChildLimitError(
-                f"subagents may nest at most {self.max_depth} level(s) deep; this agent is "
+                f"subagents may nest at most {count_of(self.max_depth, 'level')} deep; this agent is "
                 f"already at depth {self.depth(parent)}"
             )
         if self.started >= self.max_children:
             raise ChildLimitError(
-                f"this session already started {self.started} subagents (the limit); finish "
+                f"this session already started {count_of(self.started, 'subagent')} (the limit); finish "
                 "with what the existing ones produced"
             )
         self.started += 1
@@ -187,6 +189,7 @@ class ChildHost:
             max_parallel=parent.max_parallel,
             session=info,
             parent=parent,
+            attachments=parent.attachments,
         )
         if self.on_child is not None:
             self.on_child(child)

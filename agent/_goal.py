@@ -377,7 +377,7 @@ class GoalService:
             transition(("paused", "blocked"))
             if goal.rounds_started >= goal.max_goal_rounds:
                 raise GoalError(
-                    f"goal {goal.id} has used all {goal.max_goal_rounds} of its rounds; "
+                    f"goal {goal.id} has used {_all_rounds(goal.max_goal_rounds)}; "
                     "edit it with a larger max_goal_rounds to continue",
                     "GOAL_TOOL_INVALID_TRANSITION",
                 )
@@ -401,10 +401,13 @@ class GoalService:
 
     @staticmethod
     def _wrap_up(goal: Goal) -> str:
+        from ._words import count_of
+
         if goal.phase == "complete":
             return (
-                f"[goal] Goal {goal.id} is complete after {goal.rounds_started} goal "
-                "round(s); no further rounds will start. Wrap up now: tell the user briefly "
+                f"[goal] Goal {goal.id} is complete after "
+                f"{count_of(goal.rounds_started, 'goal round')}; no further rounds will start. "
+                "Wrap up now: tell the user briefly "
                 "what was achieved and where the results are."
             )
         reason = goal.blocked_reason.message if goal.blocked_reason else ""
@@ -426,7 +429,7 @@ class GoalService:
             # The last round ended without an answer: record why nothing continues.
             reason = BlockedReason(
                 "max_goal_rounds",
-                f"the goal used all {goal.max_goal_rounds} automatic goal round(s) "
+                f"the goal used {_all_rounds(goal.max_goal_rounds, 'automatic goal round')} "
                 "without being completed",
             )
             await self._commit(
@@ -589,3 +592,10 @@ def build_goal_tools() -> list[ToolDefinition]:
             },
         ),
     ]
+
+
+def _all_rounds(n: int, noun: str = "round") -> str:
+    """``all 20 rounds``, or ``its only round`` for one (never ``all 1 rounds``)."""
+    from ._words import count_of
+
+    return f"its only {noun}" if n == 1 else f"all {count_of(n, noun)}"

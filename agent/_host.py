@@ -67,7 +67,9 @@ def enable_services(
 
     ``clock`` is the schedules' wall clock; ``session_dir`` is where children's session files
     go (``None``: in memory); ``jobs`` runs background subagents; ``wait_for_children``: a
-    turn's continuation waits for running continuable children (one-shot tasks); ``store``
+    turn's continuation waits for every running descendant — continuable children and
+    background subagent jobs — and hears what they say (one-shot tasks; the run's abort
+    signal ends the wait; ``Subagents.on_wait`` hears what it waits for); ``store``
     learns of the session (and, through ``session_dir``, of its children's).
     """
     if store is not None:

@@ -15,6 +15,7 @@ registry changes between steps reach the model.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,7 +28,7 @@ from codemode.engine import AbortController, AbortSignal, Scope, ToolRuntime
 from codemode.engine.json import thaw
 from codemode.engine.scheduling import ModelToolCall, run_tool_calls
 
-from ._model import ChatMessage, ModelClient, ModelError, Usage
+from ._model import ChatMessage, ImagePart, ModelClient, ModelError, Usage
 from ._session import (
     SessionInfo,
     load_conversation,
@@ -123,6 +124,13 @@ class ContinuationSource(Protocol):
 _AGENTS: weakref.WeakValueDictionary[int, Agent] = weakref.WeakValueDictionary()
 
 
+def _bad_arguments(scope: Scope | None, call_id: str) -> str | None:
+    """The invalid-JSON error of the running step's call ``call_id`` of the agent in
+    ``scope`` (see ``_arguments``)."""
+    agent = agent_for(scope)
+    return None if agent is None else agent._bad_arguments.get(call_id)
+
+
 def agent_for(scope: Scope | None) -> Agent | None:
     """The ``Agent`` whose conversation runs in ``scope`` (``ctx.agent`` of a tool call),
     or ``None`` when no agent drives it (a plain ``codemode run``, another host)."""
@@ -177,7 +185,11 @@ class Agent:
     id is made. It is written to the log as ``agent/session`` before the first turn, and a
     resumed log's own record wins. ``parent`` is the agent that started this one (a
     subagent); authority rules treat such an agent as non-human. ``sources`` continue the
-    session after a turn (see ``run``).
+    session after a turn (see ``run``). ``attachments`` is where ``read_image`` keeps its
+    images (a ``codemode.tools.MemoryAttachmentStore``, or anything with ``get(id) ->
+    (bytes, media type, name) | None``): with one, an image a tool result carries (a
+    native ``read_image``, or one a ``run_code`` program read) reaches the model as an
+    image part of a user message; without one it is named in text only.
     """
 
     def __init__(
@@ -192,6 +204,7 @@ class Agent:
         on_event: Callable[[AgentEvent], None] | None = None,
         session: SessionInfo | None = None,
         parent: Agent | None = None,
+        attachments: Any = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError("Agent(max_steps=...) must be a positive integer")
@@ -205,6 +218,7 @@ class Agent:
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.max_parallel = max_parallel
+        self.attachments = attachments
         self.on_event = on_event
         self.messages: list[ChatMessage] = []
         self.turn = 0
@@ -222,6 +236,11 @@ class Agent:
         self._info_written = False
         self._inbox: list[ChatMessage] = []
         self._running = False
+        #: The abort signal of the running ``run`` (``None`` between runs): a continuation
+        #: source that waits (for background subagents) stops waiting when it fires.
+        self.run_signal: AbortSignal | None = None
+        # The running step's calls whose argument string is not JSON: call id -> error.
+        self._bad_arguments: dict[str, str] = {}
         _AGENTS[id(scope)] = self
 
     # ------------------------------------------------------------------ session
@@ -299,19 +318,23 @@ class Agent:
         the first turn's (see ``run_turn``).
         """
         signal = signal or AbortController().signal
-        outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
-        while outcomes[-1].ok and not signal.aborted:
-            if self._inbox:
-                # Injected after the turn's last model request (a child finished just
-                # then): it would otherwise wait for the user's next prompt.
-                outcomes.append(await self.run_turn(None, signal=signal, origin="host"))
-                continue
-            follow = await self.next_continuation(outcomes[-1])
-            if follow is None:
-                break
-            self.inject(follow.prompt)
-            outcomes.append(await self.run_turn(None, signal=signal, origin=follow.origin))
-        return outcomes
+        previous, self.run_signal = self.run_signal, signal
+        try:
+            outcomes = [await self.run_turn(prompt, signal=signal, origin=origin)]
+            while outcomes[-1].ok and not signal.aborted:
+                if self._inbox:
+                    # Injected after the turn's last model request (a child finished just
+                    # then): it would otherwise wait for the user's next prompt.
+                    outcomes.append(await self.run_turn(None, signal=signal, origin="host"))
+                    continue
+                follow = await self.next_continuation(outcomes[-1])
+                if follow is None:
+                    break
+                self.inject(follow.prompt)
+                outcomes.append(await self.run_turn(None, signal=signal, origin=follow.origin))
+            return outcomes
+        finally:
+            self.run_signal = previous
 
     def due_in(self) -> float | None:
         """Seconds until a source wants to start a turn on its own (0: now), or ``None``.
@@ -513,30 +536,76 @@ class Agent:
         )
         return TurnOutcome(turn, "max_steps", text, self.max_steps, usage, note=note)
 
+    def _images(self, blocks: Any) -> tuple[ImagePart, ...]:
+        """The image blocks of ``blocks`` whose bytes ``attachments`` holds, as parts."""
+        store = self.attachments
+        if store is None or isinstance(blocks, str):
+            return ()
+        parts = []
+        for block in blocks or ():
+            if not isinstance(block, Mapping) or block.get("type") != "image":
+                continue
+            attachment = block.get("attachment")
+            found = (
+                store.get(str(attachment.get("attachmentId")))
+                if isinstance(attachment, Mapping)
+                else None
+            )
+            if found is not None:
+                data, media_type, _name = found
+                parts.append(ImagePart(media_type, base64.b64encode(data).decode("ascii")))
+        return tuple(parts)
+
     async def _run_tools(
         self, reply: ChatMessage, turn: int, step: int, signal: AbortSignal
     ) -> bool:
+        from ._arguments import install_invalid_json_wrapper, invalid_json_message
+
         calls = [ModelToolCall(c.id, c.name, c.arguments) for c in reply.tool_calls]
         for c in calls:
             self._emit(
                 {"type": "tool-call", "id": c.call_id, "name": c.name, "arguments": c.arguments}
             )
+        # Argument strings that are not JSON fail with the parser's own words (the
+        # wrapper reads them here), not as "arguments must be an object".
+        self._bad_arguments = {
+            c.call_id: complaint
+            for c in calls
+            if (complaint := invalid_json_message(c.arguments)) is not None
+        }
+        if self._bad_arguments:
+            install_invalid_json_wrapper(self.runtime, _bad_arguments)
         before = len(self._log.events)
-        results = await run_tool_calls(
-            self.runtime,
-            calls,
-            agent=self.scope,
-            signal=signal,
-            turn=turn,
-            step=step,
-            max_parallel=self.max_parallel,
-        )
+        try:
+            results = await run_tool_calls(
+                self.runtime,
+                calls,
+                agent=self.scope,
+                signal=signal,
+                turn=turn,
+                step=step,
+                max_parallel=self.max_parallel,
+            )
+        finally:
+            self._bad_arguments = {}
         self._emit({"type": "step-events", "events": [thaw(e) for e in self._log.events[before:]]})
         contexts: list[ChatMessage] = []
         concluded = False
         for call, result in zip(calls, results, strict=True):
             body = content_text(result.content)
             await self._add(ChatMessage(role="tool", content=body, tool_call_id=call.call_id), step)
+            # A tool message carries text only: the images a result holds follow it in a
+            # user message of their own.
+            shown = self._images(result.content)
+            if shown:
+                contexts.append(
+                    ChatMessage(
+                        role="user",
+                        content=f"[the image{'s' if len(shown) > 1 else ''} {call.name} returned]",
+                        context=True,
+                        images=shown,
+                    )
+                )
             self._emit(
                 {
                     "type": "tool-result",
@@ -549,7 +618,10 @@ class Agent:
             for extra in result.additional_contexts:
                 contexts.append(
                     ChatMessage(
-                        role="user", content=content_text(extra.get("content")), context=True
+                        role="user",
+                        content=content_text(extra.get("content")),
+                        context=True,
+                        images=self._images(extra.get("content")),
                     )
                 )
             concluded = concluded or (not result.is_error and result.concludes_turn)

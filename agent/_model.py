@@ -58,10 +58,20 @@ class ModelToolCallRequest(msgspec.Struct, frozen=True):
     arguments: str
 
 
+class ImagePart(msgspec.Struct, frozen=True):
+    """An image a user message carries to the model (``media_type``, base64 ``data``)."""
+
+    media_type: str
+    data: str
+
+
 class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
     """One Chat Completions message (``system``/``user``/``assistant``/``tool``).
 
     ``context`` marks a user message that is deferred tool context, not the user's words.
+    ``images`` (user messages only) go to the model as ``image_url`` parts after the text;
+    they are not written to the session log (its message keeps the text), so a resumed
+    session has the text alone.
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -69,10 +79,22 @@ class ChatMessage(msgspec.Struct, frozen=True, omit_defaults=True):
     tool_calls: tuple[ModelToolCallRequest, ...] = ()
     tool_call_id: str | None = None
     context: bool = False
+    images: tuple[ImagePart, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         """The message as the Chat Completions API takes it."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.images and self.role == "user":
+            out["content"] = [
+                {"type": "text", "text": self.content or ""},
+                *(
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": f"data:{image.media_type};base64,{image.data}"},
+                    }
+                    for image in self.images
+                ),
+            ]
         if self.role == "assistant" and self.content is None and not self.tool_calls:
             out["content"] = ""
         if self.tool_calls:

@@ -457,13 +457,20 @@ class SessionStore:
             lines = self._registry.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             lines = []
+        entries: list[tuple[str, SessionInfo]] = []
         for line in lines:
             try:
                 entry = json.loads(line)
+                if isinstance(entry, dict) and isinstance(entry.get("forget"), str):
+                    # A session forgotten after it was registered (``forget``).
+                    entries = [(p, i) for p, i in entries if i.id != entry["forget"]]
+                    continue
                 info = msgspec.convert(entry["info"], SessionInfo)
                 path = str(entry["path"])
             except (ValueError, KeyError, TypeError, msgspec.ValidationError):
                 continue  # a torn or foreign line: the registry is best effort
+            entries.append((path, info))
+        for path, info in entries:
             self._register_row(path, info, remember=False)
 
     def _guarded(self, fn: Any, *args: Any) -> Any:
@@ -556,6 +563,29 @@ class SessionStore:
             else:
                 self._register_row(None, agent.info, remember=False)
             self._live[agent.info.id] = weakref.ref(agent)
+
+    def forget(self, session_id: str) -> None:
+        """Drop session ``session_id`` from the index and the registry (its file is gone:
+        the host removed a session that never reached the model)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _reset(conn, session_id)
+                conn.execute("DELETE FROM files WHERE sid = ?", (session_id,))
+                conn.execute("DELETE FROM sessions WHERE sid = ?", (session_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        with self._lock:
+            self._live.pop(session_id, None)
+            self._guarded(run)
+            line = json.dumps({"forget": session_id})
+            with contextlib.suppress(OSError), open(self._registry, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
 
     def detach(self, agent: Agent) -> None:
         """The session ``agent`` drives is no longer live (its file stays known)."""

@@ -52,22 +52,25 @@ from __future__ import annotations
 import itertools
 import os
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import msgspec
 
 from codemode.engine import (
     AbortController,
+    AbortSignal,
     SqliteSessionLog,
     ToolDefinition,
     ToolOutput,
     text,
 )
-from codemode.tools import JobManager, catalog_entry, define_catalog_tool, parameter_spec
+from codemode.tools import Job, JobManager, catalog_entry, define_catalog_tool, parameter_spec
 
 from ._children import CHILD_PROMPT, ChildHost, ChildLimitError, ChildResult
 from ._errors import SubagentError
@@ -150,9 +153,19 @@ class Subagents:
     run in its task group and stop when it closes).
 
     ``wait_for_children``: after a turn of the root agent ends, its continuation waits for
-    its running continuable children (and theirs, through them) and delivers what they say (a one-shot task should not exit
-    while the children it started still work); ``False`` (interactive) delivers only what
-    arrived, and ``due_in`` wakes the idle host for the rest.
+    every running descendant — continuable children (and theirs, through them) and
+    background subagent jobs (``run_in_background`` in one-shot mode) started anywhere in
+    the tree — and delivers what they say (a one-shot task should not exit while the
+    children it started still work); the run's abort signal ends the wait. ``False``
+    (interactive) delivers only what arrived, and ``due_in`` wakes the idle host for the
+    rest. ``on_wait(waiting)`` (optional) hears, each time the root starts waiting for a
+    different set, what it waits for (``["background subagent job subagent-1 (look)",
+    ...]``), so a host can say why it has not exited yet.
+
+    A background subagent job that settles (completed or failed) unread by ``job_output``
+    is announced to the agent that started it with the catalog's completion notice
+    (``background job {id} ({kind}: {label}) finished [status: …]. Read its output with
+    job_output.``): into its running turn, else as the root's next continuation.
     """
 
     def __init__(
@@ -167,6 +180,9 @@ class Subagents:
         self.children = children
         self.jobs = jobs
         self.wait_for_children = wait_for_children
+        self.on_wait: Callable[[list[str]], None] | None = None
+        # Background subagent jobs not yet settled and announced: (job, owner, label).
+        self._jobs: list[tuple[Job, Agent, str]] = []
         self._entries: dict[str, _Entry] = {}
         self._pending: dict[str, list[str]] = {}
         self._arrived = anyio.Event()
@@ -317,22 +333,72 @@ class Subagents:
 
     def running_children(self, agent: Agent) -> bool:
         """Whether a continuable descendant of ``agent`` is running or has a turn queued
-        (a grandchild's end becomes its parent's turn, whose end reaches ``agent``)."""
+        (a grandchild's end becomes its parent's turn, whose end reaches ``agent``), or,
+        for the root, whether a background subagent job of the tree is still running."""
+        return bool(self.waiting_for(agent))
+
+    def waiting_for(self, agent: Agent) -> list[str]:
+        """What ``running_children`` sees, one phrase each: ``subagent ses-… (label)`` for
+        a running continuable descendant, ``background subagent job subagent-1 (label)``
+        for a job (only for the root: a job's notice may reach it)."""
+        found: list[str] = []
         todo, seen = [agent.session_id], set()
         while todo:
             parent_id = todo.pop()
             for entry in self._children_of(parent_id):
                 if entry.status == "running" or (entry.queue and entry.agent is not None):
-                    return True
+                    found.append(f"subagent {entry.id}{_label(entry.label)}")
                 if entry.id not in seen:
                     seen.add(entry.id)
                     todo.append(entry.id)
-        return False
+        if agent is self.root:
+            found.extend(
+                f"background subagent job {job.id}{_label(label)}" for job, _, label in self._jobs
+            )
+        return found
 
-    async def wait_arrival(self) -> None:
-        """Until a message arrives for any agent (or a child settles)."""
-        await self._arrived.wait()
-        self._arrived = anyio.Event()
+    async def wait_arrival(self, signal: AbortSignal | None = None) -> None:
+        """Until a message arrives for any agent (or a child or job settles), or until
+        ``signal`` fires."""
+        if signal is not None and signal.aborted:
+            return
+        arrived = self._arrived
+        dispose = signal.add_listener(lambda _s: arrived.set()) if signal is not None else None
+        try:
+            await arrived.wait()
+        finally:
+            if dispose is not None:
+                dispose()
+        if self._arrived is arrived:
+            self._arrived = anyio.Event()
+
+    def track_job(self, job: Job, owner: Agent, label: str) -> None:
+        """Wait for background subagent job ``job`` (started by ``owner``) like for a
+        running child, and announce its settlement to ``owner`` unless it was read."""
+        self._jobs.append((job, owner, label))
+        self._spawn(self._watch_job, job, owner)
+
+    async def _watch_job(self, job: Job, owner: Agent) -> None:
+        try:
+            await job.settled.wait()
+            # A ``job_output(wait=true)`` woken by the same settlement reads it (and marks
+            # it reported) within a few scheduling rounds: no notice is needed then.
+            for _ in range(5):
+                await anyio.lowlevel.checkpoint()
+            if job.reported or job.status == "killed":
+                return
+            notice = (
+                f"background job {job.id} ({job.kind}: {job.label}) finished "
+                f"{_status_line(job)}. Read its output with job_output."
+            )
+            entry = self._entries.get(owner.session_id)
+            # A one-shot child whose turn is over has no one to tell (its result went back
+            # already); the root and continuable children hear of it.
+            if owner is self.root or owner.live or (entry is not None and entry.continuable):
+                self.deliver(owner.session_id, notice)
+        finally:
+            self._jobs = [t for t in self._jobs if t[0] is not job]
+            self._arrived.set()
 
     # ---------------------------------------------------------- child turns
 
@@ -401,6 +467,7 @@ class Subagents:
             max_steps=self.children.max_steps,
             max_parallel=parent.max_parallel,
             parent=parent,
+            attachments=parent.attachments,
         )
         child.resume()
         entry.agent = child
@@ -478,6 +545,7 @@ class _Inbox:
         service = self._service()
         if service is None:
             return None
+        shown: list[str] = []
         while True:
             pending = service.take_pending(agent)
             if pending is not None:
@@ -485,13 +553,25 @@ class _Inbox:
             # Only the root waits (a one-shot task must not exit under working children).
             # A child's turn ends when its own work does: its parent hears of it now, and
             # what its children say later is queued as the child's next turn.
-            if not (
-                service.wait_for_children
-                and agent.parent is None
-                and service.running_children(agent)
-            ):
+            if not (service.wait_for_children and agent.parent is None):
                 return None
-            await service.wait_arrival()
+            signal = agent.run_signal
+            waiting = service.waiting_for(agent)
+            if not waiting or (signal is not None and signal.aborted):
+                return None
+            if service.on_wait is not None and waiting != shown:
+                service.on_wait(waiting)
+            shown = waiting
+            await service.wait_arrival(signal)
+
+
+def _status_line(job: Job) -> str:
+    """The catalog's ``[status: s]`` / ``[status: s, detail]``."""
+    return f"[status: {job.status}, {job.detail}]" if job.detail else f"[status: {job.status}]"
+
+
+def _label(label: str) -> str:
+    return f" ({label})" if label else ""
 
 
 def _finished_text(entry: _Entry, result: ChildResult) -> str:
@@ -648,6 +728,8 @@ def _start_job(service: Subagents, ctx: Any, child: Agent, label: str, prompt: s
             job.settle("failed", detail.splitlines()[0])
 
     job = jobs.start(kind="subagent", label=label, agent=ctx.agent, run=produce)
+    assert child.parent is not None
+    service.track_job(job, child.parent, label)
     return {"kind": "background", "jobId": job.id}
 
 

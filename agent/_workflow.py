@@ -495,7 +495,8 @@ def _hook_tools(
         unknown = [k for k in opts if k not in _OPTS]
         if unknown:
             raise run.refuse(
-                f"agent(): unknown option(s) {', '.join(json.dumps(k) for k in unknown)} "
+                f"agent(): unknown {'option' if len(unknown) == 1 else 'options'} "
+                f"{', '.join(json.dumps(k) for k in unknown)} "
                 f"(allowed: {', '.join(_OPTS)})"
             )
         for key in ("label", "phase", "provider", "model"):
@@ -512,8 +513,10 @@ def _hook_tools(
         opts: dict[str, Any] = dict(args.get("opts") or {})
         check_opts(opts)
         if run.started >= max_agents:
+            from ._words import count_of
+
             raise run.refuse(
-                f"agent(): the workflow already started {run.started} agents (the cap is "
+                f"agent(): the workflow already started {count_of(run.started, 'agent')} (the cap is "
                 f"{max_agents}); coordinate fewer, larger tasks"
             )
         # The LLM target: the call's own overrides, else what the phase it names (or the

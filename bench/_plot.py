@@ -10,7 +10,26 @@ from typing import Any
 from ._model import Report
 from ._targets import TARGETS
 
-__all__ = ["PlotUnavailable", "plot_available", "write_plot"]
+__all__ = ["COLORS", "PlotUnavailable", "color_of", "draw", "plot_available", "write_plot"]
+
+#: One colour per subject, the same in every panel (matplotlib's cycle would colour a
+#: subject by its position in each panel's own list).
+COLORS = {
+    "codemode-python": "#1f77b4",
+    "codemode-typescript": "#2ca02c",
+    "pydantic-monty": "#ff7f0e",
+    "smolagents": "#9467bd",
+    "asyncio-floor": "#7f7f7f",
+}
+# A subject without an entry (a future peer) gets one of these, always the same per name.
+_SPARE = ("#8c564b", "#e377c2", "#bcbd22", "#17becf")
+
+
+def color_of(subject: str) -> str:
+    """The colour ``subject`` has in every panel."""
+    if subject in COLORS:
+        return COLORS[subject]
+    return _SPARE[sum(subject.encode()) % len(_SPARE)]
 
 
 class PlotUnavailable(RuntimeError):
@@ -28,6 +47,18 @@ def plot_available() -> str | None:
 
 def write_plot(report: Report, path: str | Path) -> Path:
     """Draw the figure into ``path`` (PNG); panels without data say so."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(report)
+    out = Path(path)
+    fig.savefig(out, format="png", dpi=100)
+    plt.close(fig)
+    return out
+
+
+def draw(report: Report) -> Any:
+    """The figure ``write_plot`` saves (a matplotlib ``Figure``, Agg backend); close it
+    with ``matplotlib.pyplot.close`` when done."""
     why = plot_available()
     if why is not None:
         raise PlotUnavailable(why)
@@ -52,10 +83,7 @@ def write_plot(report: Report, path: str | Path) -> Path:
         fontsize=10,
     )
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, format="png", dpi=100)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def _empty(ax: Any, title: str, why: str) -> None:
@@ -77,10 +105,15 @@ def _sweep(ax: Any, series: dict[str, Any], why: str) -> None:
         ax.plot(xs, ys, "k--", label="ideal ceil(N/k) x 10 ms", linewidth=2)
     for subject, points in sorted(fixed.items()):
         if len(points) < 2:
-            ax.plot(*zip(*points, strict=True), "x", label=f"{subject} (sequential)")
+            ax.plot(
+                *zip(*points, strict=True),
+                "x",
+                label=f"{subject} (sequential)",
+                color=color_of(subject),
+            )
             continue
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, "o-", label=subject)
+        ax.plot(xs, ys, "o-", label=subject, color=color_of(subject))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("cap k")
@@ -98,13 +131,20 @@ def _overhead(ax: Any, series: dict[str, Any], why: str) -> None:
         return
     for subject, points in sorted(overhead.items()):
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, "o-", label=subject)
+        ax.plot(xs, ys, "o-", label=subject, color=color_of(subject))
     ax.set_xscale("log")
     ax.set_xlabel("N calls")
     ax.set_ylabel("(wall - 10 ms) / N (µs per call)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
+
+
+# The timeline is a codemode-python run: running in its colour, the phases around it in
+# shades no subject uses.
+_QUEUED = "#d9d9d9"
+_RUNNING = COLORS["codemode-python"]
+_COMMIT = "#9ecae1"
 
 
 def _timeline(ax: Any, timings: list[dict[str, Any]], why: str) -> None:
@@ -120,16 +160,16 @@ def _timeline(ax: Any, timings: list[dict[str, Any]], why: str) -> None:
         started = (t.get("startedMs") or t["queuedMs"]) - origin
         settled = (t.get("settledMs") or t.get("startedMs") or t["queuedMs"]) - origin
         committed = (t.get("committedMs") or t.get("settledMs") or t["queuedMs"]) - origin
-        ax.barh(index, started - queued, left=queued, color="#cccccc", height=0.8)
-        ax.barh(index, settled - started, left=started, color="#1f77b4", height=0.8)
-        ax.barh(index, max(committed - settled, 0.0), left=settled, color="#ff7f0e", height=0.8)
+        ax.barh(index, started - queued, left=queued, color=_QUEUED, height=0.8)
+        ax.barh(index, settled - started, left=started, color=_RUNNING, height=0.8)
+        ax.barh(index, max(committed - settled, 0.0), left=settled, color=_COMMIT, height=0.8)
     from matplotlib.patches import Patch
 
     ax.legend(
         handles=[
-            Patch(color="#cccccc", label="queued"),
-            Patch(color="#1f77b4", label="running"),
-            Patch(color="#ff7f0e", label="settled -> committed"),
+            Patch(color=_QUEUED, label="queued"),
+            Patch(color=_RUNNING, label="running (codemode-python)"),
+            Patch(color=_COMMIT, label="settled -> committed"),
         ],
         fontsize=8,
         loc="lower right",
@@ -192,6 +232,7 @@ def _headline(ax: Any, report: Report) -> None:
                 ys,
                 width,
                 label=subject,
+                color=color_of(subject),
             )
     for g, (_, _, limit) in enumerate(groups):
         if limit is not None:

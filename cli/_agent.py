@@ -1,7 +1,9 @@
 """``codemode agent [PROMPT]``: a model agent over the built-in tools, in the terminal.
 
 With ``PROMPT``: one task, then exit (``0`` the turn ended normally, ``1`` it failed: the
-model could not be asked or the step limit was hit, ``130`` Ctrl-C stopped it). Without: an
+model could not be asked or the step limit was hit, ``130`` Ctrl-C stopped it); before it
+exits, the task waits for every running descendant (continuable children, background
+subagent jobs), saying on stderr what it waits for. Without: an
 interactive session reading one prompt per line (from the terminal or piped stdin) until
 end of input (``0``); Ctrl-C during a turn stops that turn and returns to the prompt,
 Ctrl-C at the prompt exits (``130``). ``SIGTERM``/``SIGHUP`` stop everything (``143``/``129``).
@@ -76,7 +78,7 @@ from ._compose import (
     make_state_dir,
     state_parent,
 )
-from ._log import _panel, collect_calls
+from ._log import collect_calls, panels
 from ._questions import visible
 
 __all__ = ["agent_command"]
@@ -112,6 +114,11 @@ class _JsonView:
 
     def note(self, message: str) -> None:
         self.write({"type": "note", "message": message})
+
+    def progress(self, message: str) -> None:
+        # stdout carries only the events: progress for the person watching goes to stderr.
+        sys.stderr.write(f"codemode: {message}\n")
+        sys.stderr.flush()
 
     def prompt(self) -> None:
         pass
@@ -181,8 +188,8 @@ class _RichView:
             self._spin(f"running {visible(str(event['name']))}…")
         elif kind == "step-events":
             self._stop()
-            for entry in collect_calls(event["events"]):
-                _err.print(_panel(entry))
+            for panel in panels(collect_calls(event["events"])):
+                _err.print(panel)
             self._spin("thinking…")
         elif kind == "workflow":
             self._stop()
@@ -217,7 +224,8 @@ class _RichView:
             self._end_line()
             usage = event["usage"]
             summary = (
-                f"{event['reason']} · {event['steps']} step(s) · {usage['totalTokens']} tokens"
+                f"{event['reason']} · {_count_of(event['steps'], 'step')} · "
+                f"{_count_of(usage['totalTokens'], 'token')}"
                 f" (session {event['sessionUsage']['totalTokens']})"
             )
             style = {"done": "dim", "concluded": "dim", "error": "bold red"}.get(
@@ -231,6 +239,11 @@ class _RichView:
         self._stop()
         self._end_line()
         _err.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
+
+    def progress(self, message: str) -> None:
+        # The same line as with --json, so it reads (and greps) the same either way.
+        self.note(f"codemode: {message}")
+        self._spin("waiting…")
 
     def prompt(self) -> None:
         self._stop()
@@ -285,6 +298,8 @@ class _Options:
     max_goal_rounds: int
     folder: Path
     subagents: str
+    fresh: bool
+    images: bool
 
 
 class _Control:
@@ -315,6 +330,11 @@ async def _turn(
     control.turn = AbortController()
     try:
         outcomes = await agent.run(prompt, signal=control.turn.signal, origin=origin)
+        if control.turn.signal.aborted and outcomes[-1].ok:
+            import msgspec
+
+            # Ctrl-C while the task waited for its background subagents: it was stopped.
+            return msgspec.structs.replace(outcomes[-1], reason="interrupted")
         return outcomes[-1]
     finally:
         control.turn = None
@@ -330,8 +350,20 @@ async def _session(opts: _Options, control: _Control) -> int:
             code_runtime = await stack.enter_async_context(_code_runtime(opts.language, CLI_LIMITS))
         runtime = ToolRuntime(mode=opts.mode, code_runtime=code_runtime)
         TimeoutPolicy().install(runtime)
+        # --images: the model takes images; what read_image reads reaches it as image parts.
+        attachments = None
+        if opts.images:
+            from codemode.tools import MemoryAttachmentStore
+
+            attachments = MemoryAttachmentStore()
         jobs = await install_builtin_tools(
-            stack, runtime, opts.workspace, state_dir, interactive=_stdin_is_terminal()
+            stack,
+            runtime,
+            opts.workspace,
+            state_dir,
+            interactive=_stdin_is_terminal(),
+            images=opts.images,
+            attachments=attachments,
         )
         store = SessionStore(opts.folder)
         config = SubagentConfig(
@@ -343,6 +375,12 @@ async def _session(opts: _Options, control: _Control) -> int:
         workflow_runtime = await stack.enter_async_context(WorkflowRuntime())
         for tool in agent_tools(store, subagents=config, workflow_runtime=workflow_runtime):
             runtime.register(tool)
+        # A new session that no turn got a model answer in (the server could not be
+        # reached, nothing was asked) leaves no file behind: registered before the log
+        # is entered, so it runs after the log is closed.
+        made: list[Agent] = []
+        if opts.fresh:
+            stack.callback(_drop_unanswered, opts, store, made, view)
         log = stack.enter_context(SqliteSessionLog(opts.session))
         client = await stack.enter_async_context(
             ModelClient(opts.config, api_key=opts.api_key, key_source=opts.key_source)
@@ -354,7 +392,9 @@ async def _session(opts: _Options, control: _Control) -> int:
             max_steps=opts.max_steps,
             on_event=view.on_event,
             session=new_session_info(workspace=str(opts.workspace)),
+            attachments=attachments,
         )
+        made.append(agent)
         restored = agent.resume() if opts.resume else 0
         subagents = enable_services(
             agent,
@@ -368,6 +408,8 @@ async def _session(opts: _Options, control: _Control) -> int:
         )
         await stack.enter_async_context(subagents)
         subagents.children.on_child = _forward_child_events(view)
+        if opts.prompt is not None:
+            subagents.on_wait = lambda waiting: view.progress(_waiting_line(waiting))
         if opts.as_json:
             assert isinstance(view, _JsonView)
             view.write(
@@ -379,7 +421,7 @@ async def _session(opts: _Options, control: _Control) -> int:
                 }
             )
         else:
-            resumed = f", {restored} message(s) restored" if opts.resume else ""
+            resumed = f", {_count_of(restored, 'message')} restored" if opts.resume else ""
             view.note(f"session: {opts.session}{resumed} (continue with --resume)")
         if opts.prompt is not None:
             outcome = await _turn(agent, control, opts.prompt)
@@ -431,6 +473,32 @@ async def _session(opts: _Options, control: _Control) -> int:
             if outcome.reason == "interrupted":
                 view.note("turn stopped; the session is kept (Ctrl-C again at the prompt exits)")
     return 0  # pragma: no cover - the loop returns
+
+
+def _drop_unanswered(
+    opts: _Options, store: SessionStore, made: list[Agent], view: _JsonView | _RichView
+) -> None:
+    """Remove the new session file when no turn of it got an answer from the model."""
+    if made and any(m.role == "assistant" for m in made[0].messages):
+        return
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{opts.session}{suffix}")
+    if made:
+        with contextlib.suppress(Exception):
+            store.forget(made[0].session_id)
+    view.note(f"no model answer: the session file {opts.session} was not kept")
+
+
+def _count_of(n: int, noun: str) -> str:
+    """``1 step``, ``2 steps`` (never ``step(s)``)."""
+    return f"{n} {noun if n == 1 else noun + 's'}"
+
+
+def _waiting_line(waiting: list[str]) -> str:
+    """The progress line of a one-shot task that waits for its running descendants."""
+    them = "it" if len(waiting) == 1 else "them"
+    return f"waiting for {', '.join(waiting)} to finish before exiting (Ctrl-C stops {them})"
 
 
 _CHILD_EVENTS = ("turn-start", "tool-call", "turn-end", "workflow")
@@ -656,6 +724,13 @@ def agent_command(
             "continuable (background by default; send_message, interrupt_agent, report).",
         ),
     ] = "one-shot",
+    images: Annotated[
+        bool,
+        typer.Option(
+            "--images",
+            help="The model takes images: offer read_image and send the images it reads.",
+        ),
+    ] = False,
 ) -> None:
     """Run a model agent over the built-in tools (any OpenAI-compatible Chat Completions server)."""
     from ._app import _check_session_path, _check_workspace
@@ -691,6 +766,8 @@ def agent_command(
         resume = _resolve_resume(resume, folder)
     if resume is not None and session is not None and resume.resolve() != session.resolve():
         raise _usage("--session and --resume name different files; --resume FILE is enough")
+    # Before the checks: checking a --session file opens it, which creates it.
+    fresh = resume is None and (session is None or not session.exists())
     if resume is not None:
         _check_resume(resume, ws)
         path = resume
@@ -714,6 +791,8 @@ def agent_command(
         max_goal_rounds=max_goal_rounds,
         folder=folder,
         subagents=subagents,
+        fresh=fresh,
+        images=images,
     )
     try:
         code, stopped_by = anyio.run(_main, opts)

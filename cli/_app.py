@@ -295,8 +295,15 @@ def run(
             "WORKSPACE/.codemode/skills is always searched).",
         ),
     ] = None,
+    images: Annotated[
+        bool,
+        typer.Option(
+            "--images", help="Offer read_image (the caller takes images; see codemode tools)."
+        ),
+    ] = False,
 ) -> None:
-    """Run one program in code mode against the built-in tools; print the result content."""
+    """Run one program in code mode against the built-in tools; print what it printed and
+    returned."""
     if bash not in ("one-shot", "persistent"):
         raise _usage(f"--bash must be one-shot or persistent, got {bash!r}")
     _check_lang(lang)
@@ -348,31 +355,86 @@ def run(
             session,
             bash=bash,
             skills_dirs=tuple(skills_dir or ()),
+            keep_spills=as_json,
+            images=images,
         )
     )
     if as_json:
         info = result.error.info if result.is_error else None
+        failure = _split_failure(result.error.message) if result.is_error else None
         payload: dict[str, Any] = {
             "isError": result.is_error,
             "content": thaw(list(result.content)),
             "value": None if result.is_error else thaw(result.value),
             "error": None
-            if not result.is_error
+            if failure is None
             else {
                 "message": result.error.message,
                 "code": info.code if info else None,
                 "kind": info.kind if info else None,
+                # The program's prints before it failed, on their own (the message
+                # carries them too, after "Captured output:").
+                "logs": failure[1],
             },
             "events": events,
         }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    elif result.is_error:
+        head, logs = _split_failure(result.error.message)
+        # The program's own output stays on stdout, as a script's would; the failure,
+        # worded for the person at the terminal, goes to stderr.
+        for line in logs:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        info = result.error.info
+        hint = _with_flag(head, info.kind if info else None)
+        _err.print(f"[bold red]error:[/] {escape(hint)}", soft_wrap=True, highlight=False)
     else:
-        for block in result.content:
-            if block.get("type") == "text":
-                sys.stdout.write(str(block.get("text", "")) + "\n")
-            else:
-                sys.stdout.write(f"[{block.get('type')} content]\n")
+        # From the value, not the content: the content is the model's view, cut to a
+        # preview above 64 KiB with a pointer to a file this run removes.
+        from codemode.engine.code_mode import render_run_code_value
+
+        value = thaw(result.value)
+        for line in value.get("logs", []):
+            sys.stdout.write(f"{line}\n")
+        if "result" in value:
+            sys.stdout.write(render_run_code_value(value["result"]) + "\n")
     raise typer.Exit(1 if result.is_error else 0)
+
+
+_CAPTURED = "\nCaptured output:\n"
+
+# The flag that raises each limit of ``code run failed (<kind>): <message>``.
+_LIMIT_FLAGS = (
+    ("timeout", "compute budget", "--compute-ms"),
+    ("timeout", "wall-clock", "--wall-ms"),
+    ("memory", "", "--memory-mb"),
+    ("output-limit", "", "--output-mb"),
+)
+
+
+def _split_failure(message: str) -> tuple[str, list[str]]:
+    """A failed run's message without its captured output, and that output's lines.
+
+    The engine appends the program's prints after ``Captured output:``; the first marker
+    is taken as the engine's. A program whose own error message holds that line shifts
+    the split for itself alone: both halves are its own text either way."""
+    head, marker, captured = message.partition(_CAPTURED)
+    return head, (captured.split("\n") if marker else [])
+
+
+def _with_flag(head: str, kind: str | None) -> str:
+    """``head`` with the flag that raises the limit it hit, inside its parentheses:
+    ``compute budget exhausted (10000ms busy; raise with --compute-ms)``."""
+    first, newline, rest = head.partition("\n")
+    for limit_kind, phrase, flag in _LIMIT_FLAGS:
+        if kind == limit_kind and phrase in first:
+            if first.endswith(")"):
+                first = f"{first[:-1]}; raise with {flag})"
+            else:
+                first = f"{first} (raise with {flag})"
+            break
+    return first + newline + rest
 
 
 async def _run_program(
@@ -386,17 +448,82 @@ async def _run_program(
     *,
     bash: str = "one-shot",
     skills_dirs: tuple[Path, ...] = (),
+    keep_spills: bool = False,
+    images: bool = False,
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Run ``program``; ``keep_spills``: results cut to a preview (over 64 KiB) keep the
+    file their preview names, and stderr says where (``--json``: its content and events
+    are the model's view, which points at those files)."""
+    state_dirs: list[Path] = []
+    try:
+        return await _run_in_invocation(
+            program,
+            language,
+            workspace,
+            summary,
+            keep_state or keep_spills,
+            limits,
+            session,
+            bash=bash,
+            skills_dirs=skills_dirs,
+            announce_state=keep_state,
+            state_dirs=state_dirs,
+            images=images,
+        )
+    finally:
+        if not keep_state and keep_spills:
+            _keep_only_spills(state_dirs)
+
+
+def _keep_only_spills(state_dirs: list[Path]) -> None:
+    """After a ``--json`` run: keep the spilled files (named on stderr), remove the rest."""
+    for state_dir in state_dirs:
+        spill = state_dir / "spill"
+        if spill.is_dir() and any(spill.iterdir()):
+            for child in state_dir.iterdir():
+                if child != spill:
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink(missing_ok=True)
+            _err.print(
+                f"codemode: results over 64 KiB were cut to a preview in the JSON; their "
+                f"full text is kept in {escape(str(spill))} (remove it when done)",
+                soft_wrap=True,
+                highlight=False,
+            )
+        else:
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+async def _run_in_invocation(
+    program: str,
+    language: str,
+    workspace: Path,
+    summary: str,
+    keep_state: bool,
+    limits: Limits,
+    session: Path | None = None,
+    *,
+    bash: str = "one-shot",
+    skills_dirs: tuple[Path, ...] = (),
+    announce_state: bool = True,
+    state_dirs: list[Path] | None = None,
+    images: bool = False,
 ) -> tuple[Any, list[dict[str, Any]]]:
     async with open_invocation(
         workspace,
         language,
+        images=images,
         keep_state=keep_state,
         limits=limits,
         session_path=session,
         bash=bash,
         skills_dirs=skills_dirs,
     ) as invocation:
-        if keep_state:
+        if state_dirs is not None:
+            state_dirs.append(invocation.state_dir)
+        if announce_state:
             _err.print(f"state directory: {invocation.state_dir}")
         # A session file may hold earlier runs; --json reports this run's events only.
         earlier = invocation.log.events
@@ -441,27 +568,31 @@ def list_tools(
         typer.Option(
             "--json",
             help="Print a JSON array of {name, description, parameters, outputSchema, "
-            "parallelSafe[, parallelSafeWhen]} for hosts.",
+            "parallelSafe[, parallelSafeWhen], offered} for hosts.",
         ),
     ] = False,
 ) -> None:
-    """List the built-in tool catalog (with the agent-bound tools of ``codemode agent``) and
-    when each tool may run in parallel."""
+    """List the built-in tool catalog (with the agent-bound tools of ``codemode agent`` and
+    ``read_image``, offered with ``--images``), where each is offered and when it may run
+    in parallel."""
     ws = _check_workspace(workspace)
 
     async def collect() -> list[dict[str, Any]]:
-        async with open_invocation(ws, "python", sandbox=False) as invocation:
+        # read_image too: it is offered when the model takes images (--images).
+        async with open_invocation(ws, "python", sandbox=False, images=True) as invocation:
             # The agent-bound rows too (goals, schedules, session queries): `codemode agent`
             # serves them; elsewhere no agent drives the scope and they say so when called.
             from codemode.agent import SessionStore, WorkflowRuntime, agent_tools
 
+            offered = {"read_image": "images"}
             with tempfile.TemporaryDirectory(prefix="codemode-tools-") as scratch:
                 # Only to build the session-query and workflow tools for the listing (the
                 # runtime is never started: nothing runs).
                 listing_only = WorkflowRuntime()
                 for tool in agent_tools(SessionStore(scratch), workflow_runtime=listing_only):
                     invocation.runtime.register(tool)
-                return catalog_entries(invocation.runtime, invocation.agent)
+                    offered[tool.name] = "agent"
+                return catalog_entries(invocation.runtime, invocation.agent, offered)
 
     entries = _run_async(collect)
     if as_json:
@@ -561,16 +692,18 @@ def bench(
             raise _usage(why)
         if not plot.parent.is_dir():
             raise _usage(f"--plot: directory {str(plot.parent)!r} does not exist")
-    # With --json, stdout carries exactly the JSON object: everything else goes to stderr.
+    # Progress is for the person watching: always stderr. The tables are the output
+    # (stdout), except with --json, where stdout carries exactly the JSON object.
+    progress = console_for(stderr=True)
     console = console_for(stderr=as_json)
     try:
-        report = run_bench(options, console=console)
+        report = run_bench(options, console=progress)
     except BenchError as exc:
         raise _usage(str(exc)) from None
     render_report(report, console)
     if plot is not None:
         write_plot(report, plot)
-        console.print(f"plot written to {escape(str(plot))}", highlight=False)
+        progress.print(f"plot written to {escape(str(plot))}", highlight=False)
     if as_json:
         sys.stdout.write(report_json(report) + "\n")
     sys.stdout.flush()

@@ -95,13 +95,23 @@ def _parallel_safety(
     return ("always", {}) if parallel(base) else ("never", {})
 
 
-def catalog_entries(runtime: ToolRuntime, scope: Scope) -> list[dict[str, Any]]:
+#: Where a tool is offered: ``always`` (``codemode run``, ``codemode agent`` and
+#: ``serve-mcp --builtin-tools``), ``agent`` (only ``codemode agent``, which drives the
+#: agent the tool acts on), ``images`` (only with ``--images``: the model takes images).
+Offered = str
+
+
+def catalog_entries(
+    runtime: ToolRuntime, scope: Scope, offered: dict[str, Offered] | None = None
+) -> list[dict[str, Any]]:
     """One JSON object per tool the scope sees, ``run_code`` excluded, sorted by name.
 
     ``name``, ``description`` and ``parameters`` are exactly the native wire schema;
     ``outputSchema`` is the value schema the SDK documents; ``parallelSafe`` is
     ``"always"``, ``"never"`` or ``"conditional"``, with ``parallelSafeWhen`` mapping a
-    parameter to the values for which the call may overlap its siblings.
+    parameter to the values for which the call may overlap its siblings; ``offered``
+    (``always``, ``agent`` or ``images``, from ``offered``; default ``always``) says where
+    the tool is offered.
     """
     entries = []
     for schema in sorted(runtime.schemas(scope), key=lambda s: s.name):
@@ -116,6 +126,7 @@ def catalog_entries(runtime: ToolRuntime, scope: Scope) -> list[dict[str, Any]]:
             "parameters": parameters,
             "outputSchema": thaw(definition.output.schema) if definition is not None else None,
             "parallelSafe": safety,
+            "offered": (offered or {}).get(schema.name, "always"),
         }
         if when:
             entry["parallelSafeWhen"] = when
@@ -142,21 +153,37 @@ def _summary(description: str) -> str:
     return " ".join(paragraph.split())
 
 
+_SECTIONS = (
+    ("always", "Offered by codemode run and codemode agent:"),
+    ("images", "With --images (the model takes images):"),
+    ("agent", "Only under codemode agent (they act on the agent that calls them):"),
+)
+
+
 def render_table(entries: list[dict[str, Any]], width: int) -> str:
     """Name, scheduling and the first paragraph of the description, wrapped at word
-    boundaries to ``width`` columns (never cut: a word longer than the column overflows)."""
-    rows = [(e["name"], _scheduling_label(e), _summary(e["description"])) for e in entries]
+    boundaries to ``width`` columns (never cut: a word longer than the column overflows),
+    in one section per place the tools are offered (``offered``)."""
+    rows = [
+        (e.get("offered", "always"), e["name"], _scheduling_label(e), _summary(e["description"]))
+        for e in entries
+    ]
     headers = ("tool", "scheduling", "description")
-    name_w = max(len(headers[0]), *(len(r[0]) for r in rows)) if rows else len(headers[0])
-    mode_w = max(len(headers[1]), *(len(r[1]) for r in rows)) if rows else len(headers[1])
+    name_w = max(len(headers[0]), *(len(r[1]) for r in rows)) if rows else len(headers[0])
+    mode_w = max(len(headers[1]), *(len(r[2]) for r in rows)) if rows else len(headers[1])
     indent = name_w + mode_w + 4
     # Below ~20 columns of description, wrapping turns into one word per line; overflow
     # the terminal instead.
     text_w = max(width - indent, 20)
     lines = [f"{headers[0]:<{name_w}}  {headers[1]:<{mode_w}}  {headers[2]}"]
-    for name, mode, summary in rows:
-        wrapped = textwrap.wrap(summary, text_w, break_long_words=False, break_on_hyphens=False)
-        first, *rest = wrapped or [""]
-        lines.append(f"{name:<{name_w}}  {mode:<{mode_w}}  {first}".rstrip())
-        lines.extend(" " * indent + line for line in rest)
+    for key, title in _SECTIONS:
+        section = [r for r in rows if r[0] == key]
+        if not section:
+            continue
+        lines.extend(["", title])
+        for _key, name, mode, summary in section:
+            wrapped = textwrap.wrap(summary, text_w, break_long_words=False, break_on_hyphens=False)
+            first, *rest = wrapped or [""]
+            lines.append(f"{name:<{name_w}}  {mode:<{mode_w}}  {first}".rstrip())
+            lines.extend(" " * indent + line for line in rest)
     return "\n".join(lines)

@@ -72,6 +72,8 @@ async def install_builtin_tools(
     skills_dirs: tuple[Path, ...] = (),
     skills_in_description: bool = False,
     bash: str = "one-shot",
+    images: bool = False,
+    attachments: Any = None,
 ) -> JobManager:
     """Register the first-party tools bound to ``workspace`` on ``runtime``, with the
     policies they rely on: spilled results and bash output go under ``state_dir``, and
@@ -82,7 +84,9 @@ async def install_builtin_tools(
     clear error when stdin is not one); ``False`` (a server) registers no provider.
     ``skills_dirs``: where ``skill`` finds ``SKILL.md`` folders, besides the workspace's
     ``.codemode/skills``. ``bash``: ``"one-shot"`` or ``"persistent"`` (one PTY shell for
-    the session). Terminal sessions and shells die when ``stack`` closes. Returns the job
+    the session). ``images``: the model takes images, so ``read_image`` is offered (its
+    images kept in ``attachments``, default in memory).
+    Terminal sessions and shells die when ``stack`` closes. Returns the job
     manager (background subagents run in it too). The web tools' destinations and search provider come from the
     ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables.
     """
@@ -120,6 +124,8 @@ async def install_builtin_tools(
         lsp=lsp,
         terminals=terminals,
         bash="persistent" if bash == "persistent" else "one-shot",
+        accepts_images=images,
+        attachments=attachments,
     ):
         runtime.register(definition)
     return jobs
@@ -195,6 +201,7 @@ async def open_invocation(
     session_path: Path | None = None,
     bash: str = "one-shot",
     skills_dirs: tuple[Path, ...] = (),
+    images: bool = False,
 ) -> AsyncIterator[Invocation]:
     """Start the sandbox, register the default tools bound to ``workspace``, yield.
 
@@ -205,6 +212,7 @@ async def open_invocation(
     the same catalog in native mode without starting a sandbox (for listing tools).
     ``session_path`` keeps the run's session events in a SQLite file there (appended to
     when it exists), which ``codemode log`` replays; by default they stay in memory.
+    ``images``: offer ``read_image`` (the caller takes images).
     """
     state_dir = make_state_dir(workspace, "codemode-")
     async with contextlib.AsyncExitStack() as stack:
@@ -219,7 +227,7 @@ async def open_invocation(
             runtime = ToolRuntime(mode="native")
         TimeoutPolicy().install(runtime)
         await install_builtin_tools(
-            stack, runtime, workspace, state_dir, bash=bash, skills_dirs=skills_dirs
+            stack, runtime, workspace, state_dir, bash=bash, skills_dirs=skills_dirs, images=images
         )
         log: SessionLog = (
             MemorySessionLog()

@@ -28,7 +28,7 @@ from rich.text import Text
 from codemode.engine import SqliteSessionLog
 from codemode.engine.json import thaw
 
-__all__ = ["collect_calls", "log_command"]
+__all__ = ["collect_calls", "log_command", "panels"]
 
 _err = Console(stderr=True)
 # Cap per text body so one huge output does not bury the rest of the session.
@@ -208,8 +208,33 @@ def _result_body(entry: dict[str, Any]) -> list[RenderableType]:
     return parts
 
 
-def _panel(entry: dict[str, Any]) -> Panel:
+def panels(calls: list[dict[str, Any]]) -> list[Panel]:
+    """One panel per top-level call of ``collect_calls``'s records, each ``run_code``
+    panel holding the panels of the sub-calls its program made, in call order, between
+    its call and its result (so a sub-call never shows after the run that made it)."""
+    ids = {c["id"] for c in calls}
+    children: dict[str, list[dict[str, Any]]] = {}
+    top: list[dict[str, Any]] = []
+    for call in calls:
+        parent = call["parentId"]
+        if parent is not None and parent in ids and parent != call["id"]:
+            children.setdefault(str(parent), []).append(call)
+        else:
+            top.append(call)
+    return [_panel(call, children, set()) for call in top]
+
+
+def _panel(
+    entry: dict[str, Any],
+    children: dict[str, list[dict[str, Any]]] | None = None,
+    seen: set[str] | None = None,
+) -> Panel:
     title, parts = _call_body(entry)
+    seen = set() if seen is None else seen
+    seen.add(entry["id"])
+    for child in (children or {}).get(entry["id"], []):
+        if child["id"] not in seen:
+            parts.append(_panel(child, children, seen))
     parts.append(Text("─" * 8, style="dim"))
     parts += _result_body(entry)
     status = "[red]error[/]" if entry["isError"] else "[green]ok[/]"
@@ -243,5 +268,5 @@ def log_command(
     out = Console(highlight=False)
     if not calls:
         out.print("(no tool calls in this session)")
-    for entry in calls:
-        out.print(_panel(entry))
+    for panel in panels(calls):
+        out.print(panel)

@@ -71,3 +71,35 @@ def test_first_party_tools_example_runs() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "23 ['terminal_open', 'terminal_send']"
+
+
+def test_opentelemetry_example_runs_on_its_own() -> None:
+    code = _section_code("OpenTelemetry", "python")
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "hi\n"
+
+
+def test_opentelemetry_example_traces_its_call() -> None:
+    # The same snippet with an SDK provider installed first: the call became a span.
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    code = _section_code("OpenTelemetry", "python")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    code = code.replace("instrument(rt)", "instrument(rt, tracer_provider=provider)", 1)
+    namespace = {"provider": provider, "__name__": "readme_otel"}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert [s.name for s in exporter.get_finished_spans()] == ["execute_tool echo"]
+    assert trace.get_tracer_provider() is not provider

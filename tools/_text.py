@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 __all__ = [
+    "article",
     "crlf_to_lf",
     "js_json",
     "utf16_head",
@@ -52,3 +53,31 @@ def js_json(value: Any) -> str:
 def crlf_to_lf(s: str) -> str:
     """Normalise CRLF line endings to LF (a lone CR is kept)."""
     return s.replace("\r\n", "\n")
+
+
+def article(phrase: str) -> str:
+    """``phrase`` with its indefinite article: ``an IPv4-mapped …``, ``an unspecified``,
+    ``a loopback``, ``a 6to4``, ``an 8-byte``, ``an 11-byte``, ``an 18-byte``.
+
+    By sound, as English reads the messages' words: a leading vowel letter is a vowel
+    sound, and so are the numbers that are spoken starting with one (8, 11, 18, 80..89,
+    800...)."""
+    head = phrase.lstrip()
+    if not head:
+        return phrase
+    digits = ""
+    for ch in head:
+        if not ch.isdigit():
+            break
+        digits += ch
+    if digits:
+        # "eight", "eleven", "eighteen", "eighty...", "eight hundred...", "eight thousand"
+        value = int(digits)
+        groups = f"{value:,}".split(",")
+        lead = groups[0]
+        vowel = lead.startswith("8") or (len(groups) == 1 and lead in ("11", "18"))
+        if len(groups) > 1 and lead in ("11", "18"):
+            vowel = True  # "eleven thousand", "eighteen million"
+    else:
+        vowel = head[0].lower() in "aeiou"
+    return f"{'an' if vowel else 'a'} {phrase}"

@@ -229,6 +229,60 @@ async def test_failing_tool_and_bad_arguments_reach_the_model_as_errors(
     assert [r["isError"] for r in results] == [True, True, True]
 
 
+async def test_arguments_that_are_not_json_say_where_and_the_turn_carries_on(
+    workspace: Path, tmp_path: Path
+) -> None:
+    script = [
+        Reply(
+            calls=[
+                # Two pieces: the parser's position spans the streamed deltas.
+                Call("b1", "read", ['{"file_path":"notes.txt" ', '"limit": 5}']),
+                Call("b2", "glob", ['{"pattern": NaN}']),
+                # A JSON string is JSON: the schema's own complaint stands.
+                Call("b3", "glob", ['"*.md"']),
+            ]
+        ),
+        Reply(calls=[Call("g1", "read", ['{"file_path": "notes.txt", "limit": 5}'])]),
+        Reply(text=["read it"]),
+    ]
+    with ModelServer(script) as server:
+        host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
+        outcome, _ = await _run(host, "read notes")
+    assert outcome.reason == "done" and outcome.steps == 3
+    first, second, third = (t["content"] for t in _tool_messages(server.requests[1]))
+    assert first == (
+        "Error: arguments are not valid JSON: Expecting ',' delimiter at line 1 column 26: "
+        '{"file_path":"notes.txt" "limit":…'
+    )
+    assert second == (
+        'Error: arguments are not valid JSON: NaN is not valid JSON: {"pattern": NaN}'
+    )
+    assert third == 'Error: invalid arguments: "arguments" must be an object'
+    # The corrected call ran: the conversation went on.
+    assert "alpha" in _tool_messages(server.requests[2])[-1]["content"]
+    # The pipeline saw the calls (audit events) and coded them INVALID_ARGS.
+    from codemode.engine.json import thaw
+
+    stored = [thaw(e) for e in SqliteSessionLog.read(tmp_path / "s.db")]
+    failed = [e for e in stored if e["type"] == "tool/result" and e["callId"] in ("b1", "b2")]
+    assert [e["error"]["code"] for e in failed] == ["INVALID_ARGS", "INVALID_ARGS"]
+
+
+def test_invalid_json_excerpts_are_bounded_and_one_line() -> None:
+    from codemode.agent._arguments import invalid_json_message
+
+    assert invalid_json_message("") is None and invalid_json_message('{"a": [1]}') is None
+    long = '{"content": "' + "x" * 500 + '\n"'
+    message = invalid_json_message(long)
+    assert message is not None
+    assert message.startswith("arguments are not valid JSON: Invalid control character at")
+    excerpt = message.rsplit(": ", 1)[1]
+    assert excerpt.startswith("…") and excerpt.endswith('\\n"') and "\n" not in excerpt
+    assert len(excerpt) <= 62
+    deep = "[" * 100_000
+    assert str(invalid_json_message(deep)).startswith("arguments are not valid JSON: ")
+
+
 async def test_code_mode_runs_a_python_program(workspace: Path, tmp_path: Path) -> None:
     program = (
         "seen = await tools.read({'file_path': 'notes.txt'})\n"

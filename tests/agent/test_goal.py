@@ -114,7 +114,7 @@ async def test_goal_rounds_run_until_the_model_completes_the_goal(tmp_path: Path
     # Completing in a goal round defers the wrap-up after the tool result.
     last = server.requests[5].messages
     assert json.loads(last[-2]["content"])["goal"]["phase"] == "complete"
-    assert last[-1]["content"].startswith("[goal] Goal goal-1 is complete after 2 goal round(s)")
+    assert last[-1]["content"].startswith("[goal] Goal goal-1 is complete after 2 goal rounds;")
     assert final["goal"]["phase"] == "complete" and final["activation"] == "disarmed"
     assert len(server.requests) == 6
     # The compact JSON rendering (JSON.stringify).
@@ -176,7 +176,7 @@ async def test_rounds_stop_at_max_goal_rounds(tmp_path: Path) -> None:
     assert value["goal"]["phase"] == "blocked" and value["goal"]["roundsStarted"] == 2
     assert value["goal"]["blockedReason"] == {
         "code": "max_goal_rounds",
-        "message": "the goal used all 2 automatic goal round(s) without being completed",
+        "message": "the goal used all 2 automatic goal rounds without being completed",
     }
 
 

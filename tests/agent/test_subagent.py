@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,44 @@ async def test_background_job_is_collected_with_job_output(tmp_path: Path) -> No
     started, output = _tools(server.requests_for("survey in the background")[-1])
     assert started == "started background subagent job subagent-1"
     assert "survey result: fine" in output and "completed" in output
+
+
+async def test_run_waits_for_a_background_job_and_hears_its_notice(tmp_path: Path) -> None:
+    start = Call(
+        "s1",
+        "subagent",
+        _args(description="survey", prompt="CHILD-W: survey", run_in_background=True),
+    )
+    # The child answers only once the parent's turn has ended (its first turn-end).
+    parent_done = threading.Event()
+
+    def late(body: dict[str, Any]) -> Reply:
+        # In the server's handler thread; a guard against a hang, not a measurement.
+        assert parent_done.wait(30)
+        return Reply(text=["late result"])
+
+    with ModelServer(
+        [Reply(calls=[start]), Reply(text=["started"]), Reply(text=["heard it"])],
+        by_prompt={"CHILD-W": [late]},
+    ) as server:
+        async with _tree(server, tmp_path) as tree:
+            waited: list[list[str]] = []
+            tree.service.on_wait = waited.append
+
+            def on_event(event: Any) -> None:
+                if event["type"] == "turn-end":
+                    parent_done.set()
+
+            tree.agent.on_event = on_event
+            outcomes = await tree.agent.run("survey in the background")
+    # The prompt's turn, then the turn the completion notice started.
+    assert [(o.reason, o.origin) for o in outcomes] == [("done", "user"), ("done", "host")]
+    assert waited == [["background subagent job subagent-1 (survey)"]]
+    last = server.requests_for("survey in the background")[-1].messages
+    assert last[-1]["content"] == (
+        "background job subagent-1 (subagent: survey) finished [status: completed]. "
+        "Read its output with job_output."
+    )
 
 
 async def test_continuable_child_messages_reports_and_listing(tmp_path: Path) -> None:
@@ -319,7 +358,7 @@ async def test_depth_cap_and_no_agent(tmp_path: Path) -> None:
             )
     [refused] = _tools(server.requests_for("CHILD-D")[-1])
     assert refused == (
-        "Error: subagents may nest at most 1 level(s) deep; this agent is already at depth 1"
+        "Error: subagents may nest at most 1 level deep; this agent is already at depth 1"
     )
     assert lonely.is_error and lonely.error.message == (
         "list_agents requires a calling agent (exec.agent was undefined)"

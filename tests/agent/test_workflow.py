@@ -176,7 +176,7 @@ return {out, both, proto: Object.keys(args.raw), timers: typeof setTimeout, tool
     [
         (
             'try { await agent("x", {effort: "high"}); } catch (e) {} return "survived";',
-            'workflow run failed: agent(): unknown option(s) "effort" (allowed: schema, label, '
+            'workflow run failed: agent(): unknown option "effort" (allowed: schema, label, '
             "phase, provider, model)",
         ),
         (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -165,7 +166,12 @@ def test_typescript_failure_exits_1(workspace: Path, program: str, message: str)
     assert proc.returncode == 1, proc.stderr
     payload = json.loads(proc.stdout)
     kind = message.removeprefix("code run failed (").split(")", 1)[0]
-    assert payload["error"] == {"message": message, "code": "CODE_RUN_FAILED", "kind": kind}
+    assert payload["error"] == {
+        "message": message,
+        "code": "CODE_RUN_FAILED",
+        "kind": kind,
+        "logs": [],
+    }
 
 
 def test_sdk_prints_the_typescript_sdk_for_the_catalog(workspace: Path) -> None:
@@ -177,3 +183,109 @@ def test_sdk_prints_the_typescript_sdk_for_the_catalog(workspace: Path) -> None:
     assert f"- Workspace: `{workspace.resolve()}`; file tools take paths" in proc.stdout
     for name in ("read: {", "grep: {", "bash: {", "todo_write: {"):
         assert name in proc.stdout
+
+
+def _run_with_tmp(tmp: Path, *args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    tmp.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "codemode.cli", "run", "-", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)},
+    )
+
+
+def test_output_over_64_kib_is_printed_whole_and_nothing_is_left_behind(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tmp = tmp_path / "tmp"
+    proc = _run_with_tmp(tmp, "-w", str(workspace), stdin='print("x" * 70000)\nreturn "end"')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "x" * 70000 + "\nend\n"
+    assert proc.stderr == ""
+    assert list(tmp.iterdir()) == []
+
+
+def test_json_output_over_64_kib_keeps_the_file_its_preview_names(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tmp = tmp_path / "tmp"
+    proc = _run_with_tmp(tmp, "-w", str(workspace), "--json", stdin='print("x" * 70000)')
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["value"]["logs"] == ["x" * 70000]
+    preview = payload["content"][0]["text"]
+    named = Path(preview.split("Full formatted result stored at: ", 1)[1].split(". ", 1)[0])
+    # The file the content points at outlives the run, and stderr says where it is.
+    assert named.read_text(encoding="utf-8") == "x" * 70000
+    assert f"their full text is kept in {named.parent}" in proc.stderr
+    # Only the spilled files are kept: no job or terminal leftovers next to them.
+    (state,) = tmp.iterdir()
+    assert [p.name for p in state.iterdir()] == ["spill"]
+
+
+def test_a_run_with_no_output_prints_nothing(workspace: Path) -> None:
+    proc = codemode("run", "-", "-w", str(workspace), stdin="x = 1")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_a_failure_goes_to_stderr_and_the_prints_stay_on_stdout(workspace: Path) -> None:
+    program = 'print("first")\nprint("second")\nraise ValueError("boom")'
+    proc = codemode("run", "-", "-w", str(workspace), stdin=program)
+    assert proc.returncode == 1
+    assert proc.stdout == "first\nsecond\n"
+    assert proc.stderr.startswith("error: code run failed (exception): Traceback")
+    assert proc.stderr.rstrip().endswith("ValueError: boom")
+    assert "Captured output" not in proc.stderr
+    as_json = codemode("run", "-", "-w", str(workspace), "--json", stdin=program)
+    error = json.loads(as_json.stdout)["error"]
+    assert error["logs"] == ["first", "second"]
+    assert error["message"].endswith("Captured output:\nfirst\nsecond")
+
+
+@pytest.mark.parametrize(
+    ("flags", "program", "message"),
+    [
+        (
+            ["--compute-ms", "300"],
+            "while True: pass",
+            "error: code run failed (timeout): compute budget exhausted (300ms busy; raise "
+            "with --compute-ms)",
+        ),
+        (
+            ["--wall-ms", "500"],
+            "import time\ntime.sleep(5)",
+            "error: code run failed (timeout): wall-clock ceiling reached (500ms; raise with "
+            "--wall-ms)",
+        ),
+        (
+            ["--output-mb", "1"],
+            'return "y" * (2 * 1024 * 1024)',
+            "error: code run failed (output-limit): outer output exceeded 1048576 bytes (raise "
+            "with --output-mb)",
+        ),
+        (
+            ["--memory-mb", "64"],
+            'x = "a" * (100 * 1024 * 1024)',
+            "error: code run failed (memory): memory limit exceeded (67108864 bytes; raise "
+            "with --memory-mb)",
+        ),
+    ],
+    ids=["compute", "wall", "output", "memory"],
+)
+def test_limit_failures_name_the_flag_that_raises_them(
+    workspace: Path, flags: list[str], program: str, message: str
+) -> None:
+    proc = codemode("run", "-", "-w", str(workspace), *flags, stdin=program)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == message
+    # --json keeps the engine's own message (a spec string), without the hint.
+    as_json = codemode("run", "-", "-w", str(workspace), "--json", *flags, stdin=program)
+    engine = re.sub(
+        r"(; | \()raise with --[a-z-]+", lambda m: "" if m[1] == "; " else " (", message
+    )
+    engine = engine.removeprefix("error: ").removesuffix(" ()")
+    assert json.loads(as_json.stdout)["error"]["message"] == engine

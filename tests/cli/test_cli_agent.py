@@ -164,7 +164,14 @@ def test_code_mode_typescript_program_and_rich_cards(ws: Path, tmp_path: Path) -
     assert "Wrote ts.txt\\x1b[2J" in proc.stdout and "\x1b" not in proc.stdout
     # Cards on stderr: the run_code call and the program's own calls inside it.
     assert "run_code" in proc.stderr and "write" in proc.stderr and "in t1" in proc.stderr
-    assert "done · 2 step(s)" in proc.stderr
+    # The program's calls are drawn inside the run_code card, before its end.
+    lines = proc.stderr.splitlines()
+    run_end = next(i for i, line in enumerate(lines) if "run_code · ok" in line)
+    write_end = next(i for i, line in enumerate(lines) if "write · ok" in line)
+    read_end = next(i for i, line in enumerate(lines) if "read · ok" in line)
+    assert read_end < write_end < run_end
+    assert lines[write_end].lstrip().startswith("│")  # nested: inside the outer border
+    assert "done · 2 steps" in proc.stderr
 
 
 def test_resume_sends_the_earlier_messages(ws: Path, tmp_path: Path) -> None:
@@ -349,7 +356,7 @@ def test_step_limit_fails_the_task(ws: Path, tmp_path: Path) -> None:
             )
         )
     assert proc.returncode == 1
-    assert "max_steps · 2 step(s)" in proc.stderr and "step limit" in proc.stderr
+    assert "max_steps · 2 steps" in proc.stderr and "step limit" in proc.stderr
     assert len(server.requests) == 2
 
 
@@ -404,6 +411,9 @@ def test_no_key_needed_for_a_keyless_server_and_a_401_names_the_variable(
     assert server.requests[0].body["model"] == "local"
     assert refused.returncode == 1
     assert "refused the API key (HTTP 401); check $OPENAI_API_KEY (not set)" in refused.stderr
+    # A session that never got a model answer leaves no file; one that did is kept.
+    assert (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+    assert f"no model answer: the session file {tmp_path / 'b.db'} was not kept" in refused.stderr
 
 
 def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) -> None:
@@ -440,6 +450,21 @@ def test_environment_fallbacks_and_unreachable_server(ws: Path, tmp_path: Path) 
     assert proc.returncode == 1
     assert f"cannot reach the model server at http://127.0.0.1:{port}/v1" in proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_failed_connection_leaves_no_default_session_behind(ws: Path, tmp_path: Path) -> None:
+    with ModelServer([Status(401, message="no key")]) as server:
+        proc = _run(_argv(server, ws, "hi", "--mode", "native", "--json"))
+    assert proc.returncode == 1
+    folder = tmp_path / "state" / "codemode" / "sessions"
+    assert sorted(p.name for p in folder.glob("agent-*")) == []
+    # Nor in the session index: a search from a later session does not list it.
+    from codemode.agent import SessionStore
+
+    assert SessionStore(folder).sessions() == []
+    notes = [e["message"] for e in _events(proc.stdout) if e["type"] == "note"]
+    assert any(n.startswith("no model answer: the session file ") for n in notes)
 
 
 def test_default_session_file_is_private_and_named(ws: Path, tmp_path: Path) -> None:
@@ -523,3 +548,84 @@ def test_both_mode_native_call_then_a_python_program(ws: Path, tmp_path: Path) -
     assert [(r["name"], r["isError"]) for r in results] == [("read", False), ("run_code", False)]
     assert "notes.txt" in results[1]["content"]
     assert (ws / "both.txt").read_text() == "from python"
+
+
+def test_run_code_arguments_that_are_not_json_are_named_and_the_agent_carries_on(
+    ws: Path, tmp_path: Path
+) -> None:
+    script = [
+        Reply(calls=[Call("c1", "run_code", ['{"code": "return 6 * 7" "description": "x"}'])]),
+        Reply(
+            calls=[
+                Call("c2", "run_code", [json.dumps({"code": "return 6 * 7", "description": "x"})])
+            ]
+        ),
+        Reply(text=["42."]),
+    ]
+    with ModelServer(script) as server:
+        proc = _run(_argv(server, ws, "compute", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    results = [e for e in _events(proc.stdout) if e["type"] == "tool-result"]
+    assert results[0]["isError"] is True
+    assert results[0]["content"] == (
+        "Error: arguments are not valid JSON: Expecting ',' delimiter at line 1 column 25: "
+        '{"code": "return 6 * 7" "descrip…'
+    )
+    assert results[1]["isError"] is False and "42" in results[1]["content"]
+
+
+def _png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _image_parts(request: Any) -> list[str]:
+    return [
+        part["image_url"]["url"]
+        for m in request.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+@pytest.mark.parametrize("mode", ["native", "code"])
+def test_images_reach_a_model_that_takes_them(ws: Path, tmp_path: Path, mode: str) -> None:
+    import base64
+
+    (ws / "dot.png").write_bytes(_png())
+    if mode == "native":
+        call = Call("i1", "read_image", [json.dumps({"file_path": "dot.png"})])
+    else:
+        program = "r = await tools.read_image({'file_path': 'dot.png'})\nreturn r['image']['width']"
+        call = Call("i1", "run_code", [json.dumps({"code": program, "description": "look"})])
+    script = [Reply(calls=[call]), Reply(text=["A red square."])]
+    with ModelServer(script) as server:
+        proc = _run(_argv(server, ws, "look at dot.png", "--mode", mode, "--images", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    if mode == "native":
+        offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+        assert "read_image" in offered
+    expected = "data:image/png;base64," + base64.b64encode(_png()).decode()
+    assert _image_parts(server.requests[1]) == [expected]
+
+
+def test_without_images_read_image_is_not_offered(ws: Path) -> None:
+    with ModelServer([Reply(text=["ok"])]) as server:
+        proc = _run(_argv(server, ws, "hi", "--mode", "native"))
+    assert proc.returncode == 0, proc.stderr
+    offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+    assert "read_image" not in offered and "read" in offered

@@ -4,6 +4,7 @@ process, the real openai client and the scripted loopback model server."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -503,3 +504,110 @@ def test_nested_subagents_with_an_interrupt_and_a_message(ws: Path) -> None:
     # B's model stream was closed by the interrupt; A lived on and answered the message.
     assert dropped
     assert "wrapped up" in parent_users
+
+
+def _late_child(answer: str, delay_s: float) -> object:
+    """A child's reply that comes ``delay_s`` after its request: the parent's turn ends
+    first."""
+
+    def reply(body: dict[str, object]) -> Reply:
+        time.sleep(delay_s)
+        return Reply(text=[answer])
+
+    return reply
+
+
+def test_one_shot_task_waits_for_a_background_subagent_job(ws: Path, tmp_path: Path) -> None:
+    start = _args(description="look", prompt="CHILD-BG: look", run_in_background=True)
+    script: list[object] = [
+        Reply(calls=[Call("s1", "subagent", start)]),
+        Reply(text=["Started it."]),
+        # The completion notice wakes the parent: it reads the job and answers.
+        Reply(calls=[Call("o1", "job_output", _args(job_id="subagent-1"))]),
+        Reply(text=["The child found it."]),
+    ]
+    with ModelServer(script, by_prompt={"CHILD-BG": [_late_child("child answer", 1.5)]}) as server:  # type: ignore[list-item]
+        proc = _run(_argv(server, ws, "delegate", "--mode", "native", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    events = _events(proc.stdout)
+    kinds = [
+        ("parent" if e["type"] == "turn-end" else "child")
+        for e in events
+        if e["type"] == "turn-end" or (e["type"] == "subagent" and e["event"]["type"] == "turn-end")
+    ]
+    # The parent's first turn ended before the child's, then the notice's turn after it.
+    assert kinds == ["parent", "child", "parent"]
+    assert (
+        "codemode: waiting for background subagent job subagent-1 (look) to finish before "
+        "exiting (Ctrl-C stops it)" in proc.stderr
+    )
+    parent_requests = [r for r in server.requests if r not in server.requests_for("CHILD-BG")]
+    notice = next(
+        m["content"]
+        for m in parent_requests[2].messages
+        if m["role"] == "user" and "background job" in str(m["content"])
+    )
+    assert "background job subagent-1 (subagent: look) finished [status: completed]" in notice
+    results = [e for e in events if e["type"] == "tool-result"]
+    assert results[-1]["content"].startswith("child answer")
+    # The child's answer is in its own session file, its turn ended normally.
+    folder = tmp_path / "state" / "codemode" / "sessions"
+    (child,) = sorted(folder.glob("ses-*.db"))
+    stored = SqliteSessionLog.read(child)
+    ends = [e for e in stored if e["type"] == "agent/turn-end"]
+    assert [e["reason"] for e in ends] == ["done"]
+    said = [e["message"]["content"] for e in stored if e["type"] == "agent/message"]
+    assert said[-1] == "child answer"
+
+
+def test_ctrl_c_while_waiting_for_a_background_subagent_stops_it(ws: Path, tmp_path: Path) -> None:
+    start = _args(description="slow", prompt="CHILD-HOLD: work", run_in_background=True)
+    script = [Reply(calls=[Call("s1", "subagent", start)]), Reply(text=["Started."])]
+    err_path = tmp_path / "stderr.txt"
+    with (
+        ModelServer(script, by_prompt={"CHILD-HOLD": [Hold(text=["thinking"])]}) as server,
+        err_path.open("w") as err_file,
+    ):
+        child = subprocess.Popen(
+            _argv(server, ws, "delegate", "--mode", "native", "--json"),
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            text=True,
+            env=_env(),
+            preexec_fn=_as_from_a_terminal,
+        )
+        try:
+            _wait_for(lambda: "waiting for" in err_path.read_text(), "the waiting line")
+            # The child's model request may still be on its way when the parent waits.
+            assert server.holding.wait(_WAIT_S)
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=_WAIT_S)
+            # The child's model stream was cut, not left to finish.
+            assert server.dropped.wait(_WAIT_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    err = err_path.read_text()
+    assert child.returncode == 130, err
+    assert err.strip().endswith("codemode: interrupted") and "Traceback" not in err
+    assert [e["type"] for e in _events(out)].count("turn-end") == 1
+
+
+def test_the_waiting_line_without_json(ws: Path) -> None:
+    start = _args(description="look", prompt="CHILD-BG2: look", run_in_background=True)
+    script: list[object] = [
+        Reply(calls=[Call("s1", "subagent", start)]),
+        Reply(text=["Started it."]),
+        Reply(text=["Heard it."]),
+    ]
+    with ModelServer(
+        script,  # type: ignore[arg-type]
+        by_prompt={"CHILD-BG2": [_late_child("done", 1.0)]},  # type: ignore[list-item]
+    ) as server:
+        proc = _run(_argv(server, ws, "delegate", "--mode", "native"))
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "codemode: waiting for background subagent job subagent-1 (look) to finish before "
+        "exiting (Ctrl-C stops it)" in proc.stderr
+    )
+    assert proc.stdout.strip().endswith("Heard it.")

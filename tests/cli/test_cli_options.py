@@ -19,6 +19,8 @@ PACKAGES = {
     "read": "@deepseek-ai/dsh-tool-fs",
     "write": "@deepseek-ai/dsh-tool-fs",
     "edit": "@deepseek-ai/dsh-tool-fs",
+    # Offered only when the model takes images (--images).
+    "read_image": "@deepseek-ai/dsh-tool-fs",
     "str_replace_editor": "@deepseek-ai/dsh-tool-str-replace-editor",
     "glob": "@deepseek-ai/dsh-tool-fs-search",
     "grep": "@deepseek-ai/dsh-tool-fs-search",
@@ -64,6 +66,24 @@ PACKAGES = {
 }
 # Listed too, but not a catalog row of its own: the forking variant of `subagent`.
 VARIANTS = {"subagent_fork"}
+# What `codemode run` offers (no images): every other row exists only under `agent`.
+RUN_TOOLS = {
+    name
+    for name, package in PACKAGES.items()
+    if name != "read_image"
+    and not package.endswith(
+        (
+            "-goal",
+            "-schedule",
+            "-session-query",
+            "-subagent",
+            "-subagent-control",
+            "-subagent-report",
+            "-workflow",
+            "-ralph",
+        )
+    )
+}
 
 
 def codemode(
@@ -184,22 +204,42 @@ def test_tools_json_is_the_catalog_for_hosts(tmp_path: Path) -> None:
     assert by_name["str_replace_editor"]["parallelSafe"] == "conditional"
     assert by_name["str_replace_editor"]["parallelSafeWhen"] == {"command": ["view"]}
     assert "parallelSafeWhen" not in by_name["read"]
+    # Where each tool is offered: run and agent alike, only under agent, only with images.
+    offered = {e["name"]: e["offered"] for e in entries}
+    assert {n for n, o in offered.items() if o == "always"} == RUN_TOOLS
+    assert {n for n, o in offered.items() if o == "images"} == {"read_image"}
+    assert {n for n, o in offered.items() if o == "agent"} == (
+        {*PACKAGES, *VARIANTS} - RUN_TOOLS - {"read_image"}
+    )
 
 
-def _table_rows(stdout: str) -> dict[str, tuple[str, str]]:
-    """tool -> (scheduling, description with its wrapped lines re-joined)."""
+def test_run_offers_exactly_the_always_rows_and_read_image_with_images(tmp_path: Path) -> None:
+    program = "return sorted(n for n in dir(tools) if not n.startswith('_'))"
+    plain = codemode("run", "-", "-w", str(tmp_path), "--json", stdin=program)
+    assert json.loads(plain.stdout)["value"]["result"] == sorted(RUN_TOOLS), plain.stderr
+    with_images = codemode("run", "-", "-w", str(tmp_path), "--json", "--images", stdin=program)
+    assert json.loads(with_images.stdout)["value"]["result"] == sorted({*RUN_TOOLS, "read_image"})
+
+
+def _table_rows(stdout: str) -> dict[str, tuple[str, str, str]]:
+    """tool -> (its section's title, scheduling, description with its wrapped lines
+    re-joined)."""
     header, *lines = stdout.rstrip("\n").splitlines()
     mode_at, text_at = header.index("scheduling"), header.index("description")
-    rows: dict[str, tuple[str, str]] = {}
-    name = ""
+    rows: dict[str, tuple[str, str, str]] = {}
+    name = section = ""
     for line in lines:
-        if not line.startswith(" "):
+        if not line:
+            continue
+        if line.endswith(":") and "  " not in line:
+            section = line
+        elif not line.startswith(" "):
             name = line[:mode_at].strip()
-            rows[name] = (line[mode_at:text_at].strip(), line[text_at:])
+            rows[name] = (section, line[mode_at:text_at].strip(), line[text_at:])
         else:
             assert line[:text_at].strip() == "", line
-            mode, text = rows[name]
-            rows[name] = (mode, f"{text} {line[text_at:]}")
+            title, mode, text = rows[name]
+            rows[name] = (title, mode, f"{text} {line[text_at:]}")
     return rows
 
 
@@ -212,11 +252,15 @@ def test_tools_table_labels_scheduling_by_the_classifier_and_wraps_whole_words(
     rows = _table_rows(proc.stdout)
     seed = _seed_entries()
     assert sorted(rows) == sorted({*PACKAGES, *VARIANTS})
-    assert rows["str_replace_editor"][0] == "parallel-safe for command=view"
-    assert rows["read"][0] == "parallel-safe"
-    assert rows["grep"][0] == "parallel-safe"
-    assert rows["edit"][0] == "exclusive"
-    for name, (_mode, text) in rows.items():
+    assert rows["str_replace_editor"][1] == "parallel-safe for command=view"
+    assert rows["read"][1] == "parallel-safe"
+    assert rows["grep"][1] == "parallel-safe"
+    assert rows["edit"][1] == "exclusive"
+    assert rows["read"][0] == "Offered by codemode run and codemode agent:"
+    assert rows["read_image"][0] == "With --images (the model takes images):"
+    assert rows["subagent"][0].startswith("Only under codemode agent")
+    assert {n for n, r in rows.items() if r[0] == rows["read"][0]} == RUN_TOOLS
+    for name, (_offered, _mode, text) in rows.items():
         if name in VARIANTS:
             continue
         description = str(seed[name]["description"])

@@ -22,6 +22,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._text import article
+
 __all__ = [
     "MAX_FRAME_BYTES",
     "ConnectionLost",
@@ -96,7 +98,8 @@ class _FrameReader:
             raise ConnectionLost("the language server sent a frame without a Content-Length")
         if length > MAX_FRAME_BYTES:
             raise ConnectionLost(
-                f"the language server sent a {length}-byte message (limit {MAX_FRAME_BYTES})"
+                f"the language server sent {article(f'{length}-byte')} message "
+                f"(limit {MAX_FRAME_BYTES})"
             )
         while len(self._buffer) < length:
             await self._fill()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
 from .._errors import WebError
+from .._text import article
 
 __all__ = [
     "Destination",
@@ -293,7 +294,7 @@ def check_url(raw: str) -> httpx.URL:
 def _refused(url: httpx.URL, host: str, ip: IPAddress, why: str, literal: bool) -> WebError:
     where = f"{ip} is" if literal else f'host "{host}" resolves to {ip},'
     return WebError(
-        f"refusing to fetch {url}: {where} a {why} address, which the destination policy "
+        f"refusing to fetch {url}: {where} {article(why)} address, which the destination policy "
         "does not allow",
         "WEB_DESTINATION_REFUSED",
     )
