@@ -119,6 +119,7 @@ async def _serve(
     tool_timeout_ms: int | None,
     http_options: Any,
     max_runs_per_session: int,
+    max_runs: int,
     workspace_root: Path | None,
     keep_workspaces: bool,
     notices: list[str],
@@ -203,6 +204,7 @@ async def _serve(
             sdk_budget=sdk_budget,
             session_scope=sessions,
             max_runs_per_session=max_runs_per_session,
+            max_runs=max_runs,
             log=log,
         )
         stack.callback(server.close)
@@ -517,6 +519,14 @@ def serve_mcp_command(
             help="Most run_code calls one MCP session has running at once.",
         ),
     ] = 4,
+    max_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-runs",
+            min=1,
+            help="Most run_code calls running at once on the whole server.",
+        ),
+    ] = 32,
     sdk_budget: Annotated[
         int,
         typer.Option(
@@ -650,6 +660,7 @@ def serve_mcp_command(
                 tool_timeout_ms=tool_timeout_ms,
                 http_options=http_options,
                 max_runs_per_session=max_runs_per_session,
+                max_runs=max_runs,
                 workspace_root=workspace_root,
                 keep_workspaces=keep_session_workspaces,
                 notices=notices,

@@ -209,7 +209,8 @@ class _Gate:
                 if declared > limit:
                     self.log(f"refused {where}: 413 body of {declared} bytes (limit {limit})")
                     status, body = _jsonrpc_error(
-                        413, f"request body too large: {declared} bytes (the limit is {limit})"
+                        413,
+                        f"request body too large: {declared} bytes (the limit is {limit} bytes)",
                     )
                     await _respond(send, status, body)
                     return

@@ -161,6 +161,9 @@ class _Session:
         self.owner = anyio.CancelScope(shield=True)
 
 
+# How often a running HTTP call checks whether its client is still connected.
+_DISCONNECT_POLL_S = 0.25
+
 # How long the teardown of every session may take when the server closes, before the
 # remaining ones are cancelled.
 _SHUTDOWN_TEARDOWN_S = 30.0
@@ -216,7 +219,8 @@ class CodeModeServer:
     compact index (then ``search_tools``/``describe_tool`` are registered on the agent, or
     the runtime). ``name``/``version`` are the MCP ``serverInfo`` (version: the installed
     package's). ``max_runs_per_session`` bounds one session's concurrent ``run_code``
-    calls (``None``: unbounded). ``log(line)`` receives one line per session opened or
+    calls, ``max_runs`` the whole server's (``None``: unbounded; a stateless 2026-07-28
+    client has a connection per request, so only ``max_runs`` bounds it). ``log(line)`` receives one line per session opened or
     closed and per refusal (default: nothing).
     """
 
@@ -231,6 +235,7 @@ class CodeModeServer:
         instructions: str | None = None,
         session_scope: SessionScopeFactory | None = None,
         max_runs_per_session: int | None = None,
+        max_runs: int | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         if runtime.mode_for(agent) == "native":
@@ -239,6 +244,8 @@ class CodeModeServer:
             raise ValueError("sdk_budget must be >= 0")
         if max_runs_per_session is not None and max_runs_per_session < 1:
             raise ValueError("max_runs_per_session must be >= 1 (or None)")
+        if max_runs is not None and max_runs < 1:
+            raise ValueError("max_runs must be >= 1 (or None)")
         self.runtime = runtime
         self.agent = agent
         self.name = name
@@ -247,6 +254,8 @@ class CodeModeServer:
         self.instructions = instructions
         self.session_scope = session_scope or self._default_session_scope
         self.max_runs_per_session = max_runs_per_session
+        self.max_runs = max_runs
+        self._running = 0
         self._log = log or (lambda _line: None)
         #: Live sessions by key (what ``sessions()`` reports; teardown removes them).
         self._sessions: dict[str, _Session] = {}
@@ -507,6 +516,71 @@ class CodeModeServer:
                 raise
         return call_result(box[0])
 
+    async def _watched(self, ctx: Any, session: _Session, name: str, arguments: Any) -> Any:
+        """``call`` as ``session``'s scope, cancelled when the HTTP client goes away.
+
+        Over streamable HTTP the SDK keeps serving a request whose client disconnected (the
+        answer just has nowhere to go); the request's own ``is_disconnected`` is polled
+        instead, and a client that left has its run aborted like a cancellation.
+        """
+        is_disconnected = getattr(getattr(ctx, "request", None), "is_disconnected", None)
+        if not callable(is_disconnected):
+            return await self.call(name, arguments, scope=session.scope)
+        box: list[Any] = []
+
+        async with anyio.create_task_group() as tg:
+
+            async def work() -> None:
+                box.append(await self.call(name, arguments, scope=session.scope))
+                tg.cancel_scope.cancel()
+
+            async def watch() -> None:
+                while True:
+                    await anyio.sleep(_DISCONNECT_POLL_S)
+                    if await is_disconnected():
+                        self._log(
+                            f"session {session.key[:12]}: the client went away during "
+                            f"{name}; cancelled it"
+                        )
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(work)
+            tg.start_soon(watch)
+        if box:
+            return box[0]
+        import mcp.types as types
+
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="cancelled: the client disconnected")],
+            is_error=True,
+        )
+
+    def _refusal(self, session: _Session) -> str | None:
+        """Why one more ``run_code`` of ``session`` may not start now (logged), or None."""
+        limit = self.max_runs_per_session
+        if limit is not None and session.running >= limit:
+            self._log(
+                f"session {session.key[:12]}: refused a run_code call "
+                f"({session.running} already running, limit {limit})"
+            )
+            return (
+                f"this MCP session already runs {session.running} "
+                f"program{'s' if session.running != 1 else ''} at once (the server's limit "
+                f"is {limit} per session); wait for one to finish, or open another session"
+            )
+        if self.max_runs is not None and self._running >= self.max_runs:
+            self._log(
+                f"session {session.key[:12]}: refused a run_code call "
+                f"({self._running} running on the server, limit {self.max_runs})"
+            )
+            return (
+                f"the server already runs {self._running} "
+                f"program{'s' if self._running != 1 else ''} at once (its limit is "
+                f"{self.max_runs}); try again when one has finished"
+            )
+        return None
+
     # ------------------------------------------------------------- serving
 
     def lowlevel_server(self) -> Any:
@@ -521,30 +595,19 @@ class CodeModeServer:
         async def on_call_tool(ctx: Any, params: Any) -> Any:
             session = await self._session(ctx)
             if params.name != "run_code":
-                return await self.call(params.name, params.arguments, scope=session.scope)
-            limit = self.max_runs_per_session
-            if limit is not None and session.running >= limit:
-                self._log(
-                    f"session {session.key[:12]}: refused a run_code call "
-                    f"({session.running} already running, limit {limit})"
-                )
+                return await self._watched(ctx, session, params.name, params.arguments)
+            refusal = self._refusal(session)
+            if refusal is not None:
                 return types.CallToolResult(
-                    content=[
-                        types.TextContent(
-                            type="text",
-                            text=f"this MCP session already runs {session.running} "
-                            f"program{'s' if session.running != 1 else ''} at once (the "
-                            f"server's limit is {limit} per session); wait for one to "
-                            "finish, or open another session",
-                        )
-                    ],
-                    is_error=True,
+                    content=[types.TextContent(type="text", text=refusal)], is_error=True
                 )
             session.running += 1
+            self._running += 1
             try:
-                return await self.call(params.name, params.arguments, scope=session.scope)
+                return await self._watched(ctx, session, params.name, params.arguments)
             finally:
                 session.running -= 1
+                self._running -= 1
 
         return Server(
             self.name,

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -63,6 +64,15 @@ class Served:
                 return found
             time.sleep(0.05)
         raise AssertionError(f"no {pattern!r} in the server log:\n{self.log()}")
+
+    async def await_log(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        """``wait_for_log`` that lets the event loop run meanwhile."""
+        with anyio.fail_after(timeout):
+            while True:
+                found = re.search(pattern, self.log())
+                if found:
+                    return found
+                await anyio.sleep(0.05)
 
 
 def serve_mcp(*args: str) -> list[str]:
@@ -111,14 +121,18 @@ def http_serve(
 
 
 @contextlib.asynccontextmanager
-async def client(url: str, token: str | None = TOKEN, *, verify: Any = True) -> AsyncIterator[Any]:
-    """The official MCP client, sending ``Authorization: Bearer token``."""
+async def client(
+    url: str, token: str | None = TOKEN, *, verify: Any = True, mode: str = "legacy"
+) -> AsyncIterator[Any]:
+    """The official MCP client, sending ``Authorization: Bearer token``; ``mode="legacy"``
+    (the initialize handshake: one MCP session per client), or ``"auto"`` (the stateless
+    2026-07-28 protocol when the server speaks it: every request its own connection)."""
     headers = {} if token is None else {"authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(
         headers=headers, verify=verify, timeout=httpx2.Timeout(60, read=60)
     ) as http:
         transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, read_timeout_seconds=60) as connected:
+        async with Client(transport, read_timeout_seconds=60, mode=mode) as connected:
             yield connected
 
 
