@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -215,8 +216,12 @@ class _Gate:
                     await _respond(send, status, body)
                     return
 
+        started = False
+
         async def watched(message: Any) -> None:
+            nonlocal started
             if message.get("type") == "http.response.start":
+                started = True
                 status = int(message.get("status", 0))
                 reason = _REFUSALS.get(status)
                 if reason is not None:
@@ -225,7 +230,20 @@ class _Gate:
                     self.log(f"refused {where}: {status} {reason}")
             await send(message)
 
-        await self.app(scope, receive, watched)
+        try:
+            await self.app(scope, receive, watched)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError) as exc:
+            # The SDK (mcp 2.3) raises when a message reaches a session whose transport
+            # is closing (the client deleted it, or it expired, meanwhile): for a
+            # notification after its 202 went out, and then again trying to send a 500
+            # on the finished response (RuntimeError). Answered like an unknown session
+            # (or not at all, when the answer is already out), not as a traceback.
+            if isinstance(exc, RuntimeError) and not started:
+                raise
+            self.log(f"dropped {where}: the session closed as the message arrived")
+            if not started:
+                status, body = _jsonrpc_error(404, "Session not found")
+                await _respond(send, status, body)
 
 
 async def _respond(send: Any, status: int, body: bytes) -> None:
@@ -242,10 +260,26 @@ async def _respond(send: Any, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class _ClosingSessionRace(logging.Filter):
+    """Drops the SDK's traceback for a message that raced its session's close (see
+    ``_Gate``), which then logs the one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, (anyio.ClosedResourceError, anyio.BrokenResourceError))
+
+
+def _quiet_sdk_races() -> None:
+    sdk = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, _ClosingSessionRace) for f in sdk.filters):
+        sdk.addFilter(_ClosingSessionRace())
+
+
 def build_app(
     server: CodeModeServer, host: str, options: HttpOptions, log: Callable[[str], None]
 ) -> Any:
     """The ASGI app serving ``server`` at ``/mcp`` under ``options``."""
+    _quiet_sdk_races()
     app = server.lowlevel_server().streamable_http_app(
         host=host,
         max_request_body_size=options.max_body_bytes,
