@@ -65,9 +65,9 @@ class Served:
             time.sleep(0.05)
         raise AssertionError(f"no {pattern!r} in the server log:\n{self.log()}")
 
-    async def await_log(self, pattern: str, timeout: float = 30) -> re.Match[str]:
-        """``wait_for_log`` that lets the event loop run meanwhile."""
-        with anyio.fail_after(timeout):
+    async def await_log(self, pattern: str) -> re.Match[str]:
+        """``wait_for_log`` that lets the event loop run meanwhile (up to 30 s)."""
+        with anyio.fail_after(30):
             while True:
                 found = re.search(pattern, self.log())
                 if found:

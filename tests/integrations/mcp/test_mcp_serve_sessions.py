@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,8 @@ async def test_session_limit_body_limit_and_idle_expiry(tmp_path: Path) -> None:
         "1.5",
     ) as served:
         first, _second = open_session(served.url), open_session(served.url)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        assert session_post(served.url, first, listing).status_code == 200
         third = httpx2.post(served.url, json=INIT, headers=JSON_HEADERS, timeout=30)
         assert third.status_code == 503
         assert third.json()["error"]["message"] == "Too many open sessions"
@@ -72,9 +73,9 @@ async def test_session_limit_body_limit_and_idle_expiry(tmp_path: Path) -> None:
             r"refused POST /mcp from 127\.0\.0\.1: 413 body of \d+ bytes "
             r"\(limit 10485\)"
         )
-        # Idle sessions expire; their ids then answer 404 and room frees up.
-        time.sleep(3.5)
-        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        # Idle sessions expire (no request in between: one would keep it alive); their ids
+        # then answer 404 and room frees up.
+        await served.await_log(rf"session {first[:12]} closed")
         assert session_post(served.url, first, listing).status_code == 404
         served.wait_for_log(r"404 unknown or expired session")
         open_session(served.url)
