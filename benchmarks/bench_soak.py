@@ -403,6 +403,7 @@ def start_server(workdir: Path, token: str) -> tuple[subprocess.Popen[bytes], st
 
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
+    load_at_start = os.getloadavg()
     rng = random.Random(args.seed)
     token = secrets.token_urlsafe(32)
     workdir = Path(tempfile.mkdtemp(prefix="codemode-soak-"))
@@ -448,7 +449,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             "python": platform.python_version(),
             "kernel": platform.release(),
             "cpus": os.cpu_count(),
-            "load_at_start": os.getloadavg(),
+            "load_at_start": load_at_start,
+            "load_at_end": os.getloadavg(),
             "duration_s": round(elapsed, 1),
             "clients": args.clients,
             "seed": args.seed,
