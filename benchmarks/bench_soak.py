@@ -437,9 +437,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         exit_code = -9
     await asyncio.sleep(1)
     after_exit = [p for p in left_processes if alive(p)]
-    log = (workdir / "serve.log").read_text()
-    if args.log:
-        Path(args.log).write_text(log)
+    log = _read_log(workdir / "serve.log", args.log)
     # Only the lines a person would read: refusals are expected, tracebacks are not.
     tracebacks = log.count("Traceback")
     excerpts = [chunk[:1500] for chunk in log.split("Traceback")[1:4]]
@@ -496,6 +494,13 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
 
         shutil.rmtree(workdir)
     return summary
+
+
+def _read_log(path: Path, keep: str | None) -> str:
+    log = path.read_text()
+    if keep:
+        Path(keep).write_text(log)
+    return log
 
 
 def _exists(path: str) -> bool:
