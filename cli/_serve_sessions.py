@@ -69,6 +69,12 @@ class SessionTools:
             session_log = RecentEventsLog()
             stack.callback(session_log.close)
             scope = self.runtime.scope(f"mcp-{key[:12]}", parent=self.parent, session=session_log)
+            # Runs last, once the session's tools are unregistered: the registry caches
+            # each scope's view under a weak key, but the cached view holds the session's
+            # tools, whose FsObservationPolicy holds the scope, so the key never dies (156
+            # KiB per session). Looking the view up again replaces it with one that no
+            # longer holds them.
+            stack.callback(self.runtime.get, "run_code", scope)
             if self.builtin_tools:
                 workspace = self.workspace
                 if self.workspace_root is not None:
