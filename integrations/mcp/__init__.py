@@ -13,7 +13,9 @@ Needs the ``mcp`` extra (``pip install 'codemode[mcp]'``).
   reverses it) or rejected.
 - Serve (``_server``): ``CodeModeServer(runtime, agent=...)`` exposes ``run_code`` (its
   description carries the generated SDK) over stdio or streamable HTTP; ``codemode
-  serve-mcp`` is the CLI front end.
+  serve-mcp`` is the CLI front end. Each MCP session runs as its own scope.
+- HTTP (``_http``): ``HttpOptions`` (limits, allowed hosts/origins, a ``TokenVerifier``
+  such as ``StaticTokenVerifier``, resource-server metadata, TLS) for ``serve_http``.
 - Large catalogs (``_catalog``): past ``sdk_budget`` characters of SDK, ``run_code``
   carries a compact index and programs discover the rest with ``search_tools`` and
   ``describe_tool``.
@@ -22,6 +24,9 @@ Needs the ``mcp`` extra (``pip install 'codemode[mcp]'``).
 from ._catalog import DISCOVERY_TOOL_NAMES as DISCOVERY_TOOL_NAMES
 from ._catalog import compact_index as compact_index
 from ._catalog import discovery_tools as discovery_tools
+from ._http import HttpOptions as HttpOptions
+from ._http import StaticTokenVerifier as StaticTokenVerifier
+from ._http import is_loopback as is_loopback
 from ._import import ImportedTool as ImportedTool
 from ._import import ImportedTools as ImportedTools
 from ._import import McpImportError as McpImportError
@@ -35,22 +40,29 @@ from ._schema import McpSchemaError as McpSchemaError
 from ._schema import normalize_schema as normalize_schema
 from ._server import DEFAULT_SDK_BUDGET as DEFAULT_SDK_BUDGET
 from ._server import CodeModeServer as CodeModeServer
+from ._server import RecentEventsLog as RecentEventsLog
+from ._server import SessionScopeFactory as SessionScopeFactory
 from ._server import call_result as call_result
 
 __all__ = [
     "CodeModeServer",
     "DEFAULT_SDK_BUDGET",
     "DISCOVERY_TOOL_NAMES",
+    "HttpOptions",
     "ImportedTool",
     "ImportedTools",
     "McpImportError",
     "McpSchemaError",
     "McpToolError",
+    "RecentEventsLog",
+    "SessionScopeFactory",
+    "StaticTokenVerifier",
     "Upstream",
     "call_result",
     "compact_index",
     "connect_upstreams",
     "discovery_tools",
+    "is_loopback",
     "mangle",
     "normalize_schema",
     "split_mangled",
