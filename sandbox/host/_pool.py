@@ -289,6 +289,11 @@ class WorkerPool:
         try:
             worker = await self._spawn()
         except (ForkServerError, OSError, TimeoutError) as exc:
+            if self._closed:
+                # A refill that started as the pool closed meets the closed server: that
+                # is the teardown, not a failure to report.
+                self._spawning -= 1
+                return
             _log.warning("sandbox: could not start a worker: %s", exc)
             await anyio.sleep(_REFILL_BACKOFF)
             self._spawning -= 1
