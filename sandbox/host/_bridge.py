@@ -47,13 +47,13 @@ from ..worker._frames import (
     decode_host_frame_sliced_raw,
     encode_frame,
 )
+from . import _memory
 from ._pool import Worker
 
 __all__ = ["HostBridge", "HostFrame"]
 
 HostFrame = CallFrame | LogFrame | DoneFrame
 
-_RECV = 256 * 1024
 _SLICE = 16  # reads per readiness callback / between checkpoints
 # Payloads above this are decoded off the event loop. The worst case on the loop is the
 # iterative fallback of a deep payload, ~1 µs per byte-sized token: 64 KiB stays far
@@ -260,7 +260,7 @@ class HostBridge:
         buffer = self._worker.buffer
         for _ in range(_SLICE):
             try:
-                data = sock.recv(_RECV)
+                data = _memory.recv(sock)
             except (BlockingIOError, InterruptedError):
                 return _WAIT
             except OSError:

@@ -25,6 +25,7 @@ import msgspec
 from ..worker._boundary import BoundarySpec
 from ..worker._forkserver import Exited, Forked, ForkFailed, ForkRequest, Hello, ServerConfig
 from ..worker._frames import FrameBuffer, encode_frame
+from . import _memory
 
 __all__ = ["ExitBox", "ForkServerClient", "ForkServerError"]
 
@@ -230,7 +231,7 @@ class ForkServerClient:
             if sock is None:
                 return None
             try:
-                data = sock.recv(65536)
+                data = _memory.recv(sock)
             except BlockingIOError:
                 try:
                     await anyio.wait_readable(sock)

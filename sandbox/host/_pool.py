@@ -27,6 +27,7 @@ import msgspec
 
 from ..worker._boundary import BoundarySpec
 from ..worker._frames import FrameBuffer, ReadyFrame
+from . import _memory
 from ._forkserver_client import ExitBox, ForkServerClient, ForkServerError
 
 __all__ = ["PoolStats", "Worker", "WorkerPool", "cpu_ns"]
@@ -135,6 +136,8 @@ class WorkerPool:
         self._closed = False
         self._logged_notes: set[str] = set()
         self.stats = PoolStats()
+        # Freed C heap back to the system every so many runs (see ``_memory``).
+        self.trimmer = _memory.HeapTrimmer()
 
     async def __aenter__(self) -> WorkerPool:
         stack = AsyncExitStack()
@@ -204,8 +207,10 @@ class WorkerPool:
 
         While spares remain, the refill waits for this instead of starting at checkout:
         a fork and a new worker's set-up would otherwise compete with the run for the
-        CPU (on two cores, a third of a warm start's latency).
+        CPU (on two cores, a third of a warm start's latency). Every so many runs the
+        host's freed C heap is also given back (``_memory.HeapTrimmer``).
         """
+        self.trimmer.run_ended()
         if not self._closed and len(self._idle) + self._spawning < self._size:
             self._want.set()
 
@@ -254,7 +259,7 @@ class WorkerPool:
         decoder = msgspec.json.Decoder(ReadyFrame)
         while True:
             try:
-                data = worker.sock.recv(65536)
+                data = _memory.recv(worker.sock)
             except BlockingIOError:
                 await anyio.wait_readable(worker.sock)
                 continue

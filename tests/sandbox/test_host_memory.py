@@ -1,0 +1,88 @@
+"""Host-side memory hygiene (``sandbox/host/_memory``): reads through a reused scratch
+buffer hand out independent bytes, and the pool gives freed C heap back every so many
+runs."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import anyio
+import pytest
+from sandbox_helpers import make_runner, ok
+
+from codemode.sandbox import Limits, PythonRuntime
+from codemode.sandbox.host import _memory
+
+pytestmark = pytest.mark.anyio
+
+
+def test_reads_through_the_scratch_are_independent_copies() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(b"first")
+        first = _memory.recv(b)
+        a.sendall(b"2nd")
+        second = _memory.recv(b)
+        # The scratch was overwritten by the second read; the first result was not.
+        assert (first, second) == (b"first", b"2nd")
+        assert type(first) is bytes
+        a.close()
+        assert _memory.recv(b) == b""
+
+
+def test_each_thread_reads_through_its_own_scratch() -> None:
+    scratches: list[object] = []
+
+    def read_once() -> None:
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall(b"x")
+            assert _memory.recv(b) == b"x"
+            scratches.append(_memory._local.scratch)
+
+    threads = [threading.Thread(target=read_once) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(s) for s in scratches}) == 2
+
+
+def test_a_large_message_arrives_whole_in_pieces() -> None:
+    a, b = socket.socketpair()
+    payload = bytes(range(256)) * 4096  # 1 MiB, more than one read
+    received = bytearray()
+    with a, b:
+
+        def send() -> None:
+            a.sendall(payload)
+            a.shutdown(socket.SHUT_WR)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        while chunk := _memory.recv(b):
+            assert len(chunk) <= _memory.RECV_BYTES
+            received += chunk
+        sender.join()
+    assert received == payload
+
+
+def test_the_trimmer_trims_once_every_n_runs() -> None:
+    trimmer = _memory.HeapTrimmer(every=3)
+    if not trimmer.available:
+        pytest.fail("this test host's libc is glibc: malloc_trim must be found")
+    for _ in range(7):
+        trimmer.run_ended()
+    assert trimmer.trims == 2
+
+
+async def test_the_pool_trims_the_heap_as_runs_end() -> None:
+    async with PythonRuntime(Limits(pool_size=1)) as rt:
+        run = make_runner(rt)
+        trimmer = rt._pool.trimmer
+        every = trimmer._every
+        for i in range(every):
+            with anyio.fail_after(30):
+                assert ok(await run(f"return {i}")) == i
+        assert trimmer.trims == 1
