@@ -1,7 +1,9 @@
 """Measurements that need a fresh process: ``python -m codemode.bench._child KIND ARGS``.
 
 Prints one JSON line on stdout. Kinds: ``cold SUBJECT`` (runtime open -> first result
-of ``return 1``, imports done before the clock starts) and ``host-load CASE LANG``.
+of ``return 1``, imports done before the clock starts), ``rss SUBJECT WARM RUNS`` (host
+RSS growth over ``RUNS`` runs of ``return 1`` after ``WARM`` of them) and ``host-load CASE
+LANG``.
 """
 
 from __future__ import annotations
@@ -49,17 +51,66 @@ async def _cold(subject: str) -> dict[str, Any]:
     return {"ms": elapsed * 1e3}
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/statm", "rb") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def _rss(subject: str, warm: int, runs: int) -> dict[str, Any]:
+    """Host RSS growth per 1,000 runs of ``return 1`` (runtime alone: no session log)."""
+    import gc
+
+    from ._model import MONTY, OURS_PY, OURS_TS
+
+    if subject in (OURS_PY, OURS_TS):
+        from ._common import GUESTS, run_direct
+
+        async with GUESTS[subject]() as runtime:
+
+            async def once() -> Any:
+                return await run_direct(runtime, "return 1")
+
+            return await _grow(once, warm, runs, gc.collect)
+    if subject == MONTY:
+        import pydantic_monty
+
+        async with pydantic_monty.AsyncMonty(min_processes=1) as monty:
+
+            async def once() -> Any:
+                async with monty.checkout() as session:
+                    return await session.feed_run("1")
+
+            return await _grow(once, warm, runs, gc.collect)
+    raise SystemExit(f"unknown subject {subject!r}")
+
+
+async def _grow(once: Any, warm: int, runs: int, collect: Any) -> dict[str, Any]:
+    for _ in range(warm):
+        await once()
+    collect()
+    before = _rss_bytes()
+    for _ in range(runs):
+        if await once() != 1:
+            raise SystemExit("`return 1` gave something else")
+    collect()
+    grown = _rss_bytes() - before
+    return {"kb_per_1000": grown / 1024 * 1000 / runs, "grown_kb": grown / 1024}
+
+
 def main(argv: list[str]) -> None:
     """Entry point: run one measurement, print its JSON line, exit without teardown."""
     if len(argv) == 2 and argv[0] == "cold":
         out = anyio.run(_cold, argv[1])
+    elif len(argv) == 4 and argv[0] == "rss":
+        out = anyio.run(_rss, argv[1], int(argv[2]), int(argv[3]))
     elif len(argv) == 3 and argv[0] == "host-load":
         from ._suite_host_load import child
 
         out = anyio.run(child, argv[1], argv[2])
     else:
         raise SystemExit(
-            f"usage: python -m codemode.bench._child cold SUBJECT | host-load CASE LANG (got {argv})"
+            f"usage: python -m codemode.bench._child cold SUBJECT | rss SUBJECT WARM RUNS | "
+            f"host-load CASE LANG (got {argv})"
         )
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()

@@ -27,6 +27,10 @@ from ._model import FLOOR, MONTY, SMOLAGENTS, SuiteResult, cross_ratios, summari
 
 DESCRIPTION = "cold / warm / back-to-back start of `return 1`, per guest and peer"
 REFILL_S = 0.01
+RSS_CASE = "host RSS growth per 1,000 runs"
+#: Warm-up runs, then measured runs, of ``return 1`` in a fresh process per sample.
+RSS_RUNS = ("200", "1000")
+RSS_NOTE = "fresh process; 200 warm-up runs, growth over the next 1,000 (runtime alone)"
 
 
 async def run(ctx: BenchContext) -> SuiteResult:
@@ -38,7 +42,8 @@ async def run(ctx: BenchContext) -> SuiteResult:
         params={"cold_runs": cold_runs, "warm_samples": samples, "refill_pause_ms": REFILL_S * 1e3},
     )
     cold_subjects = [*GUESTS] + [p for p in (MONTY, SMOLAGENTS) if ctx.has(p)]
-    ctx.plan(len(cold_subjects) + 2 * len(GUESTS) + 3)
+    rss_subjects = [*GUESTS] + ([MONTY] if ctx.has(MONTY) else [])
+    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 3)
     for subject in cold_subjects:
         # A peer that fails is marked failed in this suite; a guest that fails fails it.
         with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
@@ -53,6 +58,19 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 note = "fresh process per run"
             result.rows.append(summarize("cold start", subject, cold, note=note))
         ctx.step(f"cold {subject}")
+
+    for subject in rss_subjects:
+        with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
+            grown = [
+                (await anyio.to_thread.run_sync(run_child, "rss", subject, *RSS_RUNS))[
+                    "kb_per_1000"
+                ]
+                for _ in range(max(1, ctx.runs // 2))
+            ]
+            row = summarize(RSS_CASE, subject, grown, note=RSS_NOTE)
+            row.unit, row.throughput = "KB", None  # a size, not a duration
+            result.rows.append(row)
+        ctx.step(f"rss {subject}")
 
     for subject in GUESTS:
         async with open_runtime(subject) as runtime:

@@ -1,8 +1,8 @@
-"""The speed targets (issue 13, part 1) as data, and the ``--check`` verdict.
+"""The speed targets (issue 13, part 1; issue 24) as data, and the ``--check`` verdict.
 
 A target names a suite, a case and the subjects it applies to; it is met when the
-measured value (the row's median, or its ratio to the ideal or to the floor) is at most
-the target. A target whose row was not measured is reported with ``met: null`` and does
+measured value (the row's median, or its ratio to the ideal, to the floor or to a peer
+measured in the same run) is at most the target. A target whose row was not measured is reported with ``met: null`` and does
 not fail ``--check`` (``--suite`` may leave suites out on purpose).
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from ._model import FLOOR, OURS_PY, OURS_TS, Report, Row, SuiteResult, Target
+from ._model import FLOOR, MONTY, OURS_PY, OURS_TS, Report, Row, SuiteResult, Target
 
 __all__ = ["TARGETS", "TargetSpec", "apply_targets", "check_exit_code", "missed_targets"]
 
@@ -29,23 +29,55 @@ class TargetSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     limit: float
     unit: str
-    #: ``median`` (the row's unit), ``ratio_to_ideal`` or ``ratio_to_floor``.
+    #: ``median`` (the row's unit), ``ratio_to_ideal``, ``ratio_to_floor`` or
+    #: ``ratio_to_peer`` (the median over ``peer``'s median on ``peer_case``).
     measure: str = "median"
     subjects: tuple[str, ...] = BOTH
+    peer: str = MONTY
+    #: The peer's case, when it differs from ``case`` (default: the same case).
+    peer_case: str | None = None
 
 
 TARGETS: tuple[TargetSpec, ...] = (
-    TargetSpec(suite="startup", case="warm start", name="warm start p50", limit=0.6, unit="ms"),
+    TargetSpec(
+        suite="startup",
+        case="warm start",
+        name="warm start p50 <= pydantic-monty's",
+        limit=1.0,
+        unit="x monty",
+        measure="ratio_to_peer",
+    ),
     TargetSpec(suite="startup", case="back-to-back", name="back-to-back p50", limit=1.0, unit="ms"),
     TargetSpec(
         suite="startup",
         case="cold start",
         name="cold start (runtime open -> first result)",
-        limit=30.0,
+        limit=25.0,
         unit="ms",
     ),
     TargetSpec(
-        suite="roundtrip", case="sub-call round trip", name="sub-call RTT", limit=0.1, unit="ms"
+        suite="startup",
+        case="host RSS growth per 1,000 runs",
+        name="host RSS growth per 1,000 runs",
+        limit=50.0,
+        unit="KB",
+    ),
+    TargetSpec(
+        suite="roundtrip",
+        case="sub-call round trip via run_code",
+        name="sub-call RTT with the session log <= 0.7x pydantic-monty's",
+        limit=0.7,
+        unit="x monty",
+        measure="ratio_to_peer",
+        peer_case="sub-call round trip",
+    ),
+    TargetSpec(
+        suite="roundtrip",
+        case="sub-call round trip via run_code",
+        name="engine alone per sub-call",
+        limit=0.030,
+        unit="ms",
+        subjects=("codemode-engine",),
     ),
     TargetSpec(
         suite="fanout",
@@ -64,7 +96,12 @@ TARGETS: tuple[TargetSpec, ...] = (
         measure="ratio_to_ideal",
     ),
     TargetSpec(
-        suite="payload", case="in+out 1 MB", name="1 MB in + 1 MB out", limit=3.0, unit="ms"
+        suite="payload",
+        case="in+out 1 MB",
+        name="1 MB in + 1 MB out <= pydantic-monty's",
+        limit=1.0,
+        unit="x monty",
+        measure="ratio_to_peer",
     ),
     TargetSpec(
         suite="compute",
@@ -119,7 +156,13 @@ TARGETS: tuple[TargetSpec, ...] = (
 )
 
 
-def _measured(row: Row, measure: str) -> float | None:
+def _measured(row: Row, spec: TargetSpec, rows: Mapping[tuple[str, str], Row]) -> float | None:
+    measure = spec.measure
+    if measure == "ratio_to_peer":
+        peer = rows.get((spec.peer_case or spec.case, spec.peer))
+        if peer is None or peer.median <= 0:
+            return None
+        return round(row.median / peer.median, 4)
     if measure == "median":
         return row.median
     if measure == "ratio_to_ideal":
@@ -137,7 +180,7 @@ def apply_targets(name: str, result: SuiteResult, extra: tuple[Target, ...] = ()
             continue
         for subject in spec.subjects:
             row = rows.get((spec.case, subject))
-            value = _measured(row, spec.measure) if row is not None else None
+            value = _measured(row, spec, rows) if row is not None else None
             result.targets.append(
                 Target(
                     name=spec.name,
@@ -146,7 +189,13 @@ def apply_targets(name: str, result: SuiteResult, extra: tuple[Target, ...] = ()
                     unit=spec.unit,
                     measured=value,
                     met=None if value is None else value <= spec.limit,
-                    note="" if row is not None else "not measured",
+                    note=(
+                        "not measured"
+                        if row is None
+                        else f"{spec.peer} not measured"
+                        if value is None
+                        else ""
+                    ),
                 )
             )
     result.targets.extend(extra)

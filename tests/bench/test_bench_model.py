@@ -79,14 +79,40 @@ def _suite(rows: list[Row]) -> SuiteResult:
     return SuiteResult(description="synthetic", params={}, rows=rows)
 
 
-def test_targets_judge_median_ratio_to_ideal_and_ratio_to_floor() -> None:
+def test_targets_judge_median_ratio_to_ideal_floor_and_peer() -> None:
     startup = _suite(
-        [_row("warm start", "codemode-python", 0.5), _row("warm start", "codemode-typescript", 0.7)]
+        [
+            _row("warm start", "codemode-python", 0.5),
+            _row("warm start", "codemode-typescript", 0.7),
+            _row("warm start", "pydantic-monty", 0.625),
+            _row("back-to-back", "codemode-python", 0.9),
+        ]
     )
     apply_targets("startup", startup)
-    warm = {t.subject: t for t in startup.targets if t.name == "warm start p50"}
-    assert warm["codemode-python"].met is True and warm["codemode-python"].measured == 0.5
-    assert warm["codemode-typescript"].met is False
+    # Warm start is judged against pydantic-monty's median of the same run.
+    warm = {t.subject: t for t in startup.targets if t.name.startswith("warm start p50")}
+    assert warm["codemode-python"].met is True and warm["codemode-python"].measured == 0.8
+    assert warm["codemode-typescript"].met is False and warm["codemode-typescript"].measured == 1.12
+    assert warm["codemode-python"].unit == "x monty"
+    b2b = {t.subject: t for t in startup.targets if t.name == "back-to-back p50"}
+    assert b2b["codemode-python"].met is True and b2b["codemode-python"].measured == 0.9
+
+    # Without the peer's row, the ratio is not measured (never met by default).
+    alone = _suite([_row("warm start", "codemode-python", 0.5)])
+    apply_targets("startup", alone)
+    lone = next(t for t in alone.targets if t.name.startswith("warm start p50"))
+    assert lone.met is None and lone.note == "pydantic-monty not measured"
+
+    # A peer's row on another case: our RTT through run_code against Monty's RTT.
+    roundtrip = _suite(
+        [
+            _row("sub-call round trip via run_code", "codemode-python", 0.1),
+            _row("sub-call round trip", "pydantic-monty", 0.2),
+        ]
+    )
+    apply_targets("roundtrip", roundtrip)
+    rtt = next(t for t in roundtrip.targets if t.subject == "codemode-python" and "RTT" in t.name)
+    assert rtt.measured == 0.5 and rtt.met is True
     cold = [t for t in startup.targets if t.name.startswith("cold start")]
     assert cold and all(t.met is None and t.note == "not measured" for t in cold)
 
