@@ -11,7 +11,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["invalid_json_message"]
+from ._errors import ToolArgsError
+
+__all__ = ["UnparsedArguments", "invalid_json_message", "refuse_unparsed"]
+
+
+class UnparsedArguments(str):
+    """A model's argument string that did not parse as JSON, kept as the raw string.
+
+    A ``str`` (what the reference passes on); the subclass only tells ``refuse_unparsed``
+    that this string is the model's text, not a JSON string value the text decoded to.
+    """
+
+    __slots__ = ()
 
 # The excerpt ends this many characters after the parser's position (enough to show the
 # token it stumbled on) and shows at most _EXCERPT characters before that.
@@ -52,3 +64,13 @@ def invalid_json_message(raw: str) -> str | None:
         word = str(exc).split(" ", 1)[0]
         return f"arguments are not valid JSON: {exc}: {_excerpt(raw, raw.find(word) + 1)}"
     return None
+
+
+def refuse_unparsed(args: Any) -> None:
+    """Raise ``ToolArgsError`` (``INVALID_ARGS``) with ``invalid_json_message`` when
+    ``args`` is the string ``parse_arguments`` kept because it did not parse; any other
+    value passes (its schema judges it)."""
+    if type(args) is UnparsedArguments:
+        message = invalid_json_message(args)
+        if message is not None:
+            raise ToolArgsError(message, [message])

@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ._arguments import refuse_unparsed
 from ._errors import ToolArgsError
 from ._types import ToolDefinition, ToolOutput
 from .json import FrozenDict, FrozenList
@@ -71,6 +72,9 @@ def define_tool(
         return problems
 
     async def validated_execute(args: Any, ctx: Any) -> Any:
+        # A string ``parse_arguments`` kept: say it is not JSON and where, not only that
+        # "arguments" must be an object.
+        refuse_unparsed(args)
         problems = violations(args)
         if problems:
             raise ToolArgsError(f"invalid arguments: {'; '.join(problems)}", problems)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from ._arguments import UnparsedArguments
 from ._pipeline import Dispatch, Pipeline, Settled
 from ._presentation import call_card_fields, result_card_fields
 from ._results import aborted_before_dispatch_result
@@ -43,13 +44,14 @@ class ModelToolCall(msgspec.Struct, frozen=True):
 
 
 def parse_arguments(raw: str) -> Any:
-    """``""`` -> ``{}``; valid JSON -> its value; invalid JSON stays the raw string."""
+    """``""`` -> ``{}``; valid JSON -> its value; invalid JSON stays the raw string (an
+    ``UnparsedArguments``, so that the tool's refusal can say the JSON was invalid)."""
     if raw == "":
         return {}
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
-        return raw
+        return UnparsedArguments(raw)
 
 
 def _reject_constant(name: str) -> Any:

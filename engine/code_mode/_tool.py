@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from .._arguments import refuse_unparsed
 from .._errors import CodeRunFailedError, ToolArgsError
 from .._signals import AbortController
 from .._types import ToolDefinition, ToolOutput, text
@@ -196,6 +197,7 @@ def make_run_code_tool(code_mode: CodeMode, language: str) -> ToolDefinition:
     }
 
     async def execute(args: Any, ctx: ToolRunContext) -> Any:
+        refuse_unparsed(args)
         problems = validate_args(parameters, args)
         if problems:
             raise ToolArgsError(f"invalid arguments: {'; '.join(problems)}", problems)

@@ -107,11 +107,47 @@ async def test_model_arguments_are_parsed_per_call() -> None:
         ],
     )
     assert seen == [{}, {"label": "x"}]
-    invalid = 'invalid arguments: "arguments" must be an object'
+    # The raw string is kept (and never reaches the body); the error says it is not
+    # JSON, where the parser stopped, and shows the text up to just past that point.
     assert [error_text(r)[:3] for r in results[2:]] == [
-        (invalid, "ToolArgsError", "INVALID_ARGS")
-    ] * 2
+        (
+            "arguments are not valid JSON: Expecting property name enclosed in double "
+            "quotes at line 1 column 2: {oops",
+            "ToolArgsError",
+            "INVALID_ARGS",
+        ),
+        (
+            "arguments are not valid JSON: NaN is not valid JSON: NaN",
+            "ToolArgsError",
+            "INVALID_ARGS",
+        ),
+    ]
     assert [r.is_error for r in results[:2]] == [False, False]
+
+
+@pytest.mark.anyio
+async def test_a_json_string_that_is_not_an_object_is_refused_by_the_schema() -> None:
+    rt = ToolRuntime()
+    rt.register(_open_tool("t", lambda _a, _e: "ok", lambda _a: True))
+    # Valid JSON, but a string: the schema's own complaint, not a JSON one.
+    results = await _run(rt, [mc("a", "t", '"just text"')])
+    assert error_text(results[0])[:3] == (
+        'invalid arguments: "arguments" must be an object',
+        "ToolArgsError",
+        "INVALID_ARGS",
+    )
+
+
+@pytest.mark.anyio
+async def test_run_code_names_invalid_json_too() -> None:
+    # Code mode's run_code validates its own arguments (no code runtime is needed to
+    # refuse them).
+    rt = ToolRuntime(mode="code")
+    results = await _run(rt, [mc("a", "run_code", '{"code": "return 1" "description": "x"}')])
+    message = error_text(results[0])[0]
+    assert message.startswith(
+        "arguments are not valid JSON: Expecting ',' delimiter at line 1 column 21: "
+    ), message
 
 
 # --- ordering, events -------------------------------------------------------------------------
