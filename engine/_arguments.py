@@ -25,6 +25,7 @@ class UnparsedArguments(str):
 
     __slots__ = ()
 
+
 # The excerpt ends this many characters after the parser's position (enough to show the
 # token it stumbled on) and shows at most _EXCERPT characters before that.
 _AFTER = 8
