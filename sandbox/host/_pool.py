@@ -36,6 +36,8 @@ _log = logging.getLogger("sandbox")
 
 _READY_TIMEOUT = 30.0
 _REFILL_BACKOFF = 0.5
+# How long a checkout with no spare waits for a refill in flight before forking its own.
+_ARRIVAL_WAIT = 0.05
 
 
 class PoolStats(msgspec.Struct, kw_only=True):
@@ -129,6 +131,9 @@ class WorkerPool:
         self._idle: deque[Worker] = deque()
         self._spawning = 0
         self._want = anyio.Event()
+        # Set (and replaced) whenever a refill ends, with a worker or without: what a
+        # checkout that found no spare waits on while refills are in flight.
+        self._arrived = anyio.Event()
         self._server: ForkServerClient | None = None
         self._server_lock = anyio.Lock()
         self._stack: AsyncExitStack | None = None
@@ -149,6 +154,9 @@ class WorkerPool:
             self._tg.cancel_scope.cancel()
             await stack.aclose()
             raise
+        # The first workers are on their way before the first checkout, which then takes
+        # one of them instead of forking a third beside them.
+        self._fill()
         self._tg.start_soon(self._refill_loop)
         return self
 
@@ -198,6 +206,14 @@ class WorkerPool:
                 return worker
             self.stats.dead_discarded += 1
             worker.close()
+        if self._spawning:
+            # A refill is already forking: take its worker rather than fork another beside
+            # it (on two cores a third concurrent set-up slows them all down), unless it
+            # takes longer than a set-up should.
+            with anyio.move_on_after(_ARRIVAL_WAIT):
+                await self._arrived.wait()
+            if self._idle:
+                return await self.checkout()
         self._want.set()
         self.stats.cold_checkouts += 1
         return await self._spawn()
@@ -274,13 +290,8 @@ class WorkerPool:
                     raise ForkServerError("sandbox worker sent a bad ready frame") from exc
 
     async def _refill_loop(self) -> None:
-        assert self._tg is not None
         while not self._closed:
-            # Every missing worker at once: their forks and set-ups overlap (on the
-            # server's core and the workers' own) instead of queueing one after another.
-            while len(self._idle) + self._spawning < self._size and not self._closed:
-                self._spawning += 1
-                self._tg.start_soon(self._refill_one)
+            self._fill()
             await self._want.wait()
             self._want = anyio.Event()
             if self._server is not None and not self._server.alive:
@@ -290,7 +301,25 @@ class WorkerPool:
                     stale.close()
                     self.stats.dead_discarded += 1
 
+    def _fill(self) -> None:
+        assert self._tg is not None
+        # Every missing worker at once: their forks and set-ups overlap (on the server's
+        # core and the workers' own) instead of queueing one after another.
+        while len(self._idle) + self._spawning < self._size and not self._closed:
+            self._spawning += 1
+            self._tg.start_soon(self._refill_one)
+
+    def _signal_arrival(self) -> None:
+        arrived, self._arrived = self._arrived, anyio.Event()
+        arrived.set()
+
     async def _refill_one(self) -> None:
+        try:
+            await self._refill_attempt()
+        finally:
+            self._signal_arrival()
+
+    async def _refill_attempt(self) -> None:
         try:
             worker = await self._spawn()
         except (ForkServerError, OSError, TimeoutError) as exc:

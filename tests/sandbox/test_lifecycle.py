@@ -175,3 +175,14 @@ async def test_wait_ready_fills_the_pool_so_the_next_runs_skip_the_fork() -> Non
 async def test_wait_ready_needs_a_started_runtime() -> None:
     with pytest.raises(RuntimeError, match="not started"):
         await PythonRuntime().wait_ready()
+
+
+async def test_the_first_run_takes_a_worker_already_on_its_way() -> None:
+    # Opening the runtime starts the pool's first workers; a run right away waits for
+    # one of them rather than forking another beside them (a cold checkout).
+    async with PythonRuntime(Limits(pool_size=2)) as rt:
+        run = make_runner(rt)
+        with anyio.fail_after(30):
+            assert ok(await run("return 7")) == 7
+        stats = rt.stats.pool
+        assert (stats.warm_checkouts, stats.cold_checkouts) == (1, 0)
