@@ -212,6 +212,26 @@ def apply_limits(spec: BoundarySpec, *, server: bool = False) -> list[str]:
     return notes
 
 
+def _mapped_bytes() -> int:
+    """This process's address space (0 when ``/proc`` cannot say)."""
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def address_space_refusal(spec: BoundarySpec, server: ServerLockDown) -> str | None:
+    """Why no run can start when the memory cap is below the address space a worker
+    starts with (the fork server's, measured before it left ``/proc`` behind); else None."""
+    if server.mapped_bytes > spec.memory_bytes:
+        return (
+            f"the memory cap ({spec.memory_bytes} bytes) is below what a worker maps at "
+            f"start ({server.mapped_bytes} bytes)"
+        )
+    return None
+
+
 class ServerLockDown(msgspec.Struct, frozen=True):
     """What ``lock_down_server`` achieved, for the per-worker half (``lock_down_worker``)."""
 
@@ -220,6 +240,9 @@ class ServerLockDown(msgspec.Struct, frozen=True):
     #: Credentials were changed to ``nobody`` (root hosts): workers then also get
     #: ``RLIMIT_NPROC`` 0, which the server itself cannot have (it must fork).
     dropped: bool
+    #: The server's address space once its template was built: what a worker starts
+    #: with (``check_address_space``).
+    mapped_bytes: int = 0
 
 
 def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) -> ServerLockDown:
@@ -237,6 +260,7 @@ def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) ->
     worker adds a small filter refusing exactly that.
     """
     notes: list[str] = []
+    mapped = _mapped_bytes()  # while /proc is still there
     chrooted = False
     if private_root:
         try:
@@ -266,7 +290,7 @@ def lock_down_server(spec: BoundarySpec, parent_pid: int, private_root: bool) ->
             install_filter(0, "server")
         except SeccompUnavailable as exc:
             notes.append(str(exc))
-    return ServerLockDown(notes, chrooted, dropped)
+    return ServerLockDown(notes, chrooted, dropped, mapped)
 
 
 def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown) -> list[str]:
@@ -279,11 +303,15 @@ def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown
     ``prctl``.
     """
     notes: list[str] = []
-    for which, value in (
-        (resource.RLIMIT_AS, spec.memory_bytes),
+    limits = [
         (resource.RLIMIT_CPU, spec.cpu_seconds),
         (resource.RLIMIT_NOFILE, spec.open_files),
-    ):
+    ]
+    # A cap below what the worker starts with is refused (``address_space_refusal``)
+    # before any program runs; without the rlimit, that refusal can still be sent.
+    if server.mapped_bytes <= spec.memory_bytes:
+        limits.insert(0, (resource.RLIMIT_AS, spec.memory_bytes))
+    for which, value in limits:
         try:
             resource.setrlimit(which, (value, value))
         except (OSError, ValueError) as exc:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import socket
 from typing import NoReturn
@@ -37,6 +38,11 @@ from ._guest import load_guest
 __all__ = ["worker_main"]
 
 _MAX_FD = 1 << 20
+
+
+def _pending(sock: socket.socket) -> bool:
+    """Whether data (the run frame, or the host's hang-up) waits on ``sock``."""
+    return bool(select.select([sock], [], [], 0)[0])
 
 
 def worker_main(
@@ -65,14 +71,24 @@ def worker_main(
         notes = _boundary.lock_down_worker(spec, parent_pid, server)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
+        # A cap below what the worker already maps would leave it unable to allocate at
+        # an arbitrary point of the run (or, for a run that allocates nothing, never
+        # enforced at all): the run is refused as a worker-exit, whatever it does.
+        too_small = _boundary.address_space_refusal(spec, server)
         modules = [load_guest(name) for name in sorted(set(guests.values()))]
-        for module in modules:
+        for module in modules if too_small is None else ():
+            # Pre-faulting is for a worker that idles until its run: one whose run frame
+            # is already here (a checkout that waited for it) starts the run at once.
+            if _pending(sock):
+                break
             module.prefault(loop)
         run = bridge.read_run()
         if run is not None:
             bridge.set_max_frame_bytes(run.max_frame_bytes)
             guest_module = guests.get(run.guest)
-            if guest_module is None:
+            if too_small is not None:
+                bridge.send(DoneFrame(error=ErrorSpec("worker-exit", too_small)))
+            elif guest_module is None:
                 error = ErrorSpec("exception", f'unknown guest "{run.guest}"')
                 bridge.send(DoneFrame(error=error))
             else:

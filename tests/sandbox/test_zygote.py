@@ -10,6 +10,7 @@ copy of the same prepared state.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import anyio
 import pytest
@@ -201,3 +202,19 @@ def test_server_and_worker_filters_together_refuse_what_the_whole_one_does(machi
     # And the server alone can fork, which the whole program refuses.
     fork = seccomp_data(_ARCHES[machine][2]["clone"] or 0, arch, (0x01200011,))
     assert run_bpf(server, fork) == 0x7FFF0000 != run_bpf(whole, fork)
+
+
+@pytest.mark.parametrize("runtime_cls", [PythonRuntime, TypeScriptRuntime])
+async def test_a_memory_cap_below_the_template_refuses_every_run(runtime_cls: Any) -> None:
+    # The cap is each worker's own; below what the template maps, no run could honour it
+    # (or allocate anything), so each run is refused, deterministically, and the runtime
+    # stays usable for the next.
+    async with runtime_cls(Limits(max_memory_bytes=16 * 2**20, pool_size=1)) as rt:
+        run = make_runner(rt)
+        for _ in range(2):
+            with anyio.fail_after(30):
+                result = await run("return 1")
+            assert result.error is not None and result.error.kind == "worker-exit"
+            assert result.error.message.startswith(
+                f"the memory cap ({16 * 2**20} bytes) is below what a worker maps at start ("
+            ), result.error.message
