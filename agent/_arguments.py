@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from codemode.engine import ToolArgsError
-from codemode.engine._arguments import invalid_json_message
+from codemode.engine.scheduling import invalid_json_message
 
 if TYPE_CHECKING:
     from codemode.engine import ToolRuntime
