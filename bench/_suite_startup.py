@@ -30,6 +30,8 @@ REFILL_S = 0.01
 RSS_CASE = "host RSS growth per 1,000 runs"
 #: Warm-up runs, then measured runs, of ``return 1`` in a fresh process per sample.
 RSS_RUNS = ("200", "1000")
+USS_CASE = "idle worker USS"
+USS_NOTE = "a ready spare's private memory (smaps_rollup), after its pre-fault"
 RSS_NOTE = "fresh process; 200 warm-up runs, growth over the next 1,000 (runtime alone)"
 
 
@@ -78,6 +80,11 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 times = await _ours(runtime, samples, pause)
                 result.rows.append(summarize(case, subject, times))
                 ctx.step(f"{case} {subject}")
+            sizes = await _idle_uss_kb(runtime)
+            if sizes:
+                row = summarize(USS_CASE, subject, sizes, note=USS_NOTE)
+                row.unit, row.throughput = "KB", None
+                result.rows.append(row)
 
     with ctx.guard(MONTY):
         if ctx.has(MONTY):
@@ -136,6 +143,29 @@ def _smolagents_cold() -> float:
     if done.returncode != 0:
         raise RuntimeError(f"smolagents cold start failed: {done.stderr[-1500:]}")
     return elapsed
+
+
+def _uss_kb(pid: int) -> float | None:
+    """``pid``'s private memory in KB (None where /proc cannot say)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            return float(
+                sum(
+                    int(line.split()[1])
+                    for line in handle
+                    if line.startswith(("Private_Clean:", "Private_Dirty:"))
+                )
+            )
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def _idle_uss_kb(runtime: Any) -> list[float]:
+    """Private memory of each ready spare, in KB (empty where /proc cannot say)."""
+    await ready_all()
+    await anyio.sleep(0.2)  # past the spares' pre-fault
+    sizes = [_uss_kb(pid) for pid in runtime.processes().idle_pids]
+    return [size for size in sizes if size is not None]
 
 
 async def _ours(runtime: Any, samples: int, pause: float) -> list[float]:

@@ -63,6 +63,13 @@ TARGETS: tuple[TargetSpec, ...] = (
         unit="KB",
     ),
     TargetSpec(
+        suite="startup",
+        case="idle worker USS",
+        name="idle worker USS <= 3.5 MB",
+        limit=3.5 * 1024,
+        unit="KB",
+    ),
+    TargetSpec(
         suite="roundtrip",
         case="sub-call round trip via run_code",
         name="sub-call RTT with the session log <= 0.7x pydantic-monty's",

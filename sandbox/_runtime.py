@@ -39,10 +39,12 @@ class RuntimeStats(msgspec.Struct, kw_only=True):
 
 class RuntimeProcesses(msgspec.Struct, frozen=True, kw_only=True):
     """A snapshot of a runtime's live processes (for tests, diagnostics and cleanup
-    checks): the fork server's pid (0 when none runs) and the workers running a program."""
+    checks): the fork server's pid (0 when none runs), the workers running a program
+    and the spares waiting for one."""
 
     server_pid: int
     worker_pids: tuple[int, ...]
+    idle_pids: tuple[int, ...] = ()
 
 
 class ProcessRuntime:
@@ -184,10 +186,12 @@ class ProcessRuntime:
             self.stats.dropped_frames += supervisor.dropped
 
     def processes(self) -> RuntimeProcesses:
-        """The fork server's pid and the pids of workers currently running a program."""
+        """The fork server's pid, the pids of workers currently running a program and
+        those of the ready spares."""
         server = self._pool.server_pid if self._pool is not None else 0
         workers = tuple(s.worker.pid for s in self._runs if s.worker is not None)
-        return RuntimeProcesses(server_pid=server, worker_pids=workers)
+        idle = self._pool.idle_pids() if self._pool is not None else ()
+        return RuntimeProcesses(server_pid=server, worker_pids=workers, idle_pids=idle)
 
 
 class PythonRuntime(ProcessRuntime):

@@ -192,6 +192,10 @@ class WorkerPool:
         """Pid of the current fork server (0 when none is running)."""
         return self._server.pid if self._server is not None and self._server.alive else 0
 
+    def idle_pids(self) -> tuple[int, ...]:
+        """The pids of the ready spares, oldest first."""
+        return tuple(worker.pid for worker in self._idle)
+
     async def checkout(self) -> Worker:
         """A live, warm worker that nobody else will use."""
         if self._closed:

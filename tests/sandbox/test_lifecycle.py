@@ -186,3 +186,18 @@ async def test_the_first_run_takes_a_worker_already_on_its_way() -> None:
             assert ok(await run("return 7")) == 7
         stats = rt.stats.pool
         assert (stats.warm_checkouts, stats.cold_checkouts) == (1, 0)
+
+
+async def test_processes_lists_the_ready_spares() -> None:
+    async with PythonRuntime(Limits(pool_size=2)) as rt:
+        with anyio.fail_after(30):
+            await rt.wait_ready()
+        procs = rt.processes()
+        assert len(procs.idle_pids) == 2 and procs.worker_pids == ()
+        assert procs.server_pid not in procs.idle_pids
+        for pid in procs.idle_pids:
+            os.kill(pid, 0)  # alive
+        run = make_runner(rt)
+        assert ok(await run("return 1")) == 1
+        # The spare that ran is gone from the list (each run takes a fresh worker).
+        assert procs.idle_pids[0] not in rt.processes().idle_pids
