@@ -108,6 +108,13 @@ class _Outcome(msgspec.Struct):
     value: Any = msgspec.UNSET
 
 
+def _release(worker: Worker, pool: WorkerPool) -> None:
+    """Kill a run's worker, free its descriptors and let the pool refill."""
+    worker.kill()
+    worker.close()
+    pool.run_ended()
+
+
 class RunSupervisor:
     """Supervises one run: one ``CodeRunRequest`` on one worker; see module docstring."""
 
@@ -160,7 +167,8 @@ class RunSupervisor:
         if self._outcome is not None:
             return
         self._outcome = _Outcome(kind, message, value)
-        if self.worker is not None:
+        if self.worker is not None and kind != "ok":
+            # A program that completed lingers, blocked, until ``run`` releases it.
             self.worker.kill()
         if self._scope is not None:
             self._scope.cancel()
@@ -191,10 +199,17 @@ class RunSupervisor:
                 await self._end_relays()
             finally:
                 dispose()
-            if self.worker is not None:
-                self.worker.kill()
-                self.worker.close()
-                pool.run_ended()
+            worker = self.worker
+            if worker is not None:
+                outcome = self._outcome
+                if outcome is not None and outcome.kind == "ok" and self._loop is not None:
+                    # The program completed and its worker waits, blocked and confined,
+                    # for this kill (``WorkerBridge.linger``): sent right after the caller
+                    # has its result, its signal delivery is off every run's latency.
+                    # (A loop that closes first drops the callback; the linger is bounded.)
+                    self._loop.call_soon(_release, worker, pool)
+                else:
+                    _release(worker, pool)
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
         if self._relay_crash is not None:

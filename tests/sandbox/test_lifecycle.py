@@ -201,3 +201,20 @@ async def test_processes_lists_the_ready_spares() -> None:
         assert ok(await run("return 1")) == 1
         # The spare that ran is gone from the list (each run takes a fresh worker).
         assert procs.idle_pids[0] not in rt.processes().idle_pids
+
+
+async def test_a_completed_runs_worker_is_killed_once_the_caller_has_its_result() -> None:
+    async with PythonRuntime(Limits(pool_size=1)) as rt:
+        with anyio.fail_after(30):
+            await rt.wait_ready()
+        (pid,) = rt.processes().idle_pids
+        run = make_runner(rt)
+        assert ok(await run("return 1")) == 1
+        # Released one loop turn after the result: then gone (killed and reaped).
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                await anyio.sleep(0.005)
