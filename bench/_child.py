@@ -2,8 +2,8 @@
 
 Prints one JSON line on stdout. Kinds: ``cold SUBJECT`` (runtime open -> first result
 of ``return 1``, imports done before the clock starts), ``rss SUBJECT WARM RUNS`` (host
-RSS growth over ``RUNS`` runs of ``return 1`` after ``WARM`` of them) and ``host-load CASE
-LANG``.
+RSS growth over ``RUNS`` runs of ``return 1`` after ``WARM`` of them), ``fork-floor SAMPLES
+PAUSE`` (a plain fork per run: warm and back-to-back) and ``host-load CASE LANG``.
 """
 
 from __future__ import annotations
@@ -97,10 +97,67 @@ async def _grow(once: Any, warm: int, runs: int, collect: Any) -> dict[str, Any]
     return {"kb_per_1000": grown / 1024 * 1000 / runs, "grown_kb": grown / 1024}
 
 
+def _fork_once(pause: float, make_loop: bool) -> float:
+    """One fresh child: fork, its ``ready``, then one run/done round trip; in seconds.
+
+    ``pause`` > 0 (warm start): the child is forked, reports ready and idles ``pause``
+    seconds before the timed round trip, as a pooled worker does; 0 (back-to-back):
+    fork, ready and round trip are all timed.
+    """
+    import asyncio
+    import signal
+    import socket
+
+    host, child = socket.socketpair()
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing but what a worker cannot do without
+        try:
+            host.close()
+            if make_loop:
+                asyncio.new_event_loop()
+            child.send(b"r")
+            child.recv(1)
+            child.send(b"d")
+            child.recv(1)
+        finally:
+            os._exit(0)
+    child.close()
+    try:
+        host.recv(1)
+        if pause:
+            time.sleep(pause)
+            start = time.perf_counter()
+        host.send(b"x")
+        host.recv(1)
+        return time.perf_counter() - start
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        host.close()
+
+
+def _fork_floor(samples: int, pause: float) -> dict[str, Any]:
+    """``fork-floor``: warm and back-to-back of a plain fork of this process, which has
+    the fork server's imports and the Python guest's warm-up."""
+    import gc
+
+    from ..sandbox.python import _guest
+    from ..sandbox.worker import _forkserver  # noqa: F401  (the server's import set)
+
+    _guest.warm()
+    gc.freeze()
+    warm = [_fork_once(pause, True) * 1e3 for _ in range(samples)]
+    b2b = [_fork_once(0.0, True) * 1e3 for _ in range(samples)]
+    return {"warm": warm, "b2b": b2b}
+
+
 def main(argv: list[str]) -> None:
     """Entry point: run one measurement, print its JSON line, exit without teardown."""
     if len(argv) == 2 and argv[0] == "cold":
         out = anyio.run(_cold, argv[1])
+    elif len(argv) == 3 and argv[0] == "fork-floor":
+        out = _fork_floor(int(argv[1]), float(argv[2]))
     elif len(argv) == 4 and argv[0] == "rss":
         out = anyio.run(_rss, argv[1], int(argv[2]), int(argv[3]))
     elif len(argv) == 3 and argv[0] == "host-load":
@@ -110,6 +167,7 @@ def main(argv: list[str]) -> None:
     else:
         raise SystemExit(
             f"usage: python -m codemode.bench._child cold SUBJECT | rss SUBJECT WARM RUNS | "
+            f"fork-floor SAMPLES PAUSE | "
             f"host-load CASE LANG (got {argv})"
         )
     sys.stdout.write(json.dumps(out) + "\n")

@@ -29,6 +29,9 @@ OURS_TS = "codemode-typescript"
 MONTY = "pydantic-monty"
 SMOLAGENTS = "smolagents"
 FLOOR = "asyncio-floor"
+#: A plain ``os.fork()`` of a process with the fork server's imports, answering over a
+#: socket: the floor of a fresh process per run (no lock-down, no guest).
+FORK_FLOOR = "fork-floor"
 #: The subjects measured next to codemode, in report order.
 PEERS = (MONTY, SMOLAGENTS, FLOOR)
 

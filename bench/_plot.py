@@ -20,6 +20,7 @@ COLORS = {
     "pydantic-monty": "#ff7f0e",
     "smolagents": "#9467bd",
     "asyncio-floor": "#7f7f7f",
+    "fork-floor": "#d62728",
 }
 # A subject without an entry (a future peer) gets one of these, always the same per name.
 _SPARE = ("#8c564b", "#e377c2", "#bcbd22", "#17becf")

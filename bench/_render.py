@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ._model import FLOOR, MONTY, SMOLAGENTS, Report, Row
+from ._model import FLOOR, FORK_FLOOR, MONTY, SMOLAGENTS, Report, Row
 
 __all__ = ["console_for", "render_report"]
 
@@ -24,6 +24,7 @@ SHORT = {
     MONTY: "monty",
     SMOLAGENTS: "smol",
     FLOOR: "floor",
+    FORK_FLOOR: "fork",
 }
 
 
@@ -147,7 +148,7 @@ def _compact_table(rows: list[Row], title: str) -> Table:
     for row in rows:
         peers = [
             f"{SHORT[peer]} {_short_ratio(row.ratio_to[peer])}"
-            for peer in (MONTY, SMOLAGENTS, FLOOR)
+            for peer in (MONTY, SMOLAGENTS, FLOOR, FORK_FLOOR)
             if row.ratio_to.get(peer) is not None
         ]
         table.add_row(

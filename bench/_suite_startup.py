@@ -23,13 +23,17 @@ from ._common import (
     smolagents_executor,
     timed,
 )
-from ._model import FLOOR, MONTY, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+from ._model import FLOOR, FORK_FLOOR, MONTY, SMOLAGENTS, SuiteResult, cross_ratios, summarize
 
 DESCRIPTION = "cold / warm / back-to-back start of `return 1`, per guest and peer"
 REFILL_S = 0.01
 RSS_CASE = "host RSS growth per 1,000 runs"
 #: Warm-up runs, then measured runs, of ``return 1`` in a fresh process per sample.
 RSS_RUNS = ("200", "1000")
+FORK_NOTE = (
+    "plain os.fork() of a process with the fork server's imports; child makes a loop, "
+    "reports ready, answers one round trip (no lock-down, no guest)"
+)
 USS_CASE = "idle worker USS"
 USS_NOTE = "a ready spare's private memory (smaps_rollup), after its pre-fault"
 RSS_NOTE = "fresh process; 200 warm-up runs, growth over the next 1,000 (runtime alone)"
@@ -45,7 +49,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
     )
     cold_subjects = [*GUESTS] + [p for p in (MONTY, SMOLAGENTS) if ctx.has(p)]
     rss_subjects = [*GUESTS] + ([MONTY] if ctx.has(MONTY) else [])
-    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 3)
+    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 4)
     for subject in cold_subjects:
         # A peer that fails is marked failed in this suite; a guest that fails fails it.
         with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
@@ -112,9 +116,16 @@ async def run(ctx: BenchContext) -> SuiteResult:
             times.append(clock())
         result.rows.append(summarize(case, FLOOR, times, note="an awaited coroutine, no sandbox"))
     ctx.step("floor")
+    # The floor of a fresh process per run, in a fresh process of its own (a fork of
+    # this multi-threaded one would not be representative, nor safe).
+    forked = await anyio.to_thread.run_sync(run_child, "fork-floor", str(samples), str(REFILL_S))
+    for case, key in (("warm start", "warm"), ("back-to-back", "b2b")):
+        result.rows.append(summarize(case, FORK_FLOOR, forked[key], note=FORK_NOTE))
+    ctx.step("fork floor")
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     result.peers[FLOOR] = "ok (warm / back-to-back only: nothing to open)"
+    result.peers[FORK_FLOOR] = "ok (warm / back-to-back only)"
     return result
 
 
