@@ -30,6 +30,10 @@ REFILL_S = 0.01
 RSS_CASE = "host RSS growth per 1,000 runs"
 #: Warm-up runs, then measured runs, of ``return 1`` in a fresh process per sample.
 RSS_RUNS = ("200", "1000")
+COLD_FLOOR_NOTE = (
+    "a fresh `python -I -c 'import asyncio, msgspec'` from spawn to exit: the interpreter "
+    "and the imports every worker needs, without a sandbox"
+)
 FORK_NOTE = (
     "plain os.fork() of a process with the fork server's imports; child makes a loop, "
     "reports ready, answers one round trip (no lock-down, no guest)"
@@ -49,7 +53,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
     )
     cold_subjects = [*GUESTS] + [p for p in (MONTY, SMOLAGENTS) if ctx.has(p)]
     rss_subjects = [*GUESTS] + ([MONTY] if ctx.has(MONTY) else [])
-    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 4)
+    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 5)
     for subject in cold_subjects:
         # A peer that fails is marked failed in this suite; a guest that fails fails it.
         with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
@@ -64,6 +68,12 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 note = "fresh process per run"
             result.rows.append(summarize("cold start", subject, cold, note=note))
         ctx.step(f"cold {subject}")
+
+    # The floor of a cold start with guests that run asyncio programs: a fresh
+    # interpreter that imports what every worker needs (asyncio, msgspec), nothing else.
+    floor_cold = [await anyio.to_thread.run_sync(_interpreter_cold) for _ in range(cold_runs)]
+    result.rows.append(summarize("cold start", FORK_FLOOR, floor_cold, note=COLD_FLOOR_NOTE))
+    ctx.step("cold floor")
 
     for subject in rss_subjects:
         with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
@@ -142,6 +152,21 @@ _SMOLAGENTS_COLD = (
     "value = executor('1').output\n"
     "raise SystemExit(0 if value == 1 else f'`1` gave {value!r}')\n"
 )
+
+
+def _interpreter_cold() -> float:
+    """One fresh interpreter importing asyncio and msgspec, spawn to exit, in ms."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", "import asyncio, msgspec"],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    elapsed = (time.perf_counter() - start) * 1e3
+    if done.returncode != 0:
+        raise RuntimeError(f"interpreter floor failed: {done.stderr[-1500:]!r}")
+    return elapsed
 
 
 def _smolagents_cold() -> float:
