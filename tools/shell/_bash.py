@@ -26,6 +26,7 @@ from .._common import BACKGROUND_VALUE_SCHEMA, arg, is_blank, result_parts, text
 from .._config import ToolsConfig, ensure_private_dir
 from .._errors import BashError, FsError
 from .._text import js_json
+from ._env import host_env
 from ._jobs import Job
 from ._process import BashProcess, signal_name
 
@@ -112,9 +113,10 @@ class _Capture:
 def managed_env(
     cfg: ToolsConfig, workdir: str, ctx: Any, job_id: str | None = None
 ) -> dict[str, str]:
-    """The child environment: the host's, minus stale managed variables, plus fresh ones."""
+    """The child environment: the host's that ``cfg.bash_env`` lets through (``_env``),
+    minus stale managed variables, plus the host's ``extra_env`` and fresh managed ones."""
     prefix = cfg.env_prefix
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
+    env = host_env(cfg.bash_env, prefix)
     env.update(cfg.extra_env)
     env[f"{prefix}WORKSPACE"] = cfg.workspace.root
     env[f"{prefix}WORKDIR"] = workdir
