@@ -1,6 +1,8 @@
 """``tools``: the first-party search and read tools through the full pipeline, against
 ripgrep run directly with the same argv on the same generated tree (the floor for
-these tools: what the tool adds is confinement, parsing and presentation)."""
+these tools: what the tool adds is confinement, parsing and presentation); and a one-shot
+``bash`` call (``true``) against ``bash -c true`` spawned directly from the same process
+(what the tool adds is containment: a cgroup, a launcher, isolation, the kills)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,16 @@ from codemode.tools import default_tools
 from ._common import BenchContext, timed
 from ._model import FLOOR, MONTY, SMOLAGENTS, SuiteResult, cross_ratios, summarize
 
-DESCRIPTION = "glob / grep through the pipeline vs direct rg (same argv, same tree); read"
+DESCRIPTION = (
+    "glob / grep through the pipeline vs direct rg (same argv, same tree); read; "
+    "one-shot bash vs bash -c spawned directly"
+)
 RG = "ripgrep (direct)"
+BASH = "bash -c (direct)"
+BASH_CASE = "bash true, one-shot"
+# Between bash samples: a call's spare launcher is replaced in the background after it,
+# and a one-shot call (the case measured) finds it started.
+_BASH_PAUSE_S = 0.05
 TOOL = "codemode-tools"
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
 
@@ -64,7 +74,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
         description=DESCRIPTION,
         params={"files": files, "read_file_mb": big_mb, "runs": runs, "seed": ctx.seed},
     )
-    ctx.plan(5)
+    ctx.plan(6)
     rg = rg_path()
     with tempfile.TemporaryDirectory(prefix="codemode-bench-tools-") as tmp:
         root = Path(tmp) / "tree"
@@ -149,9 +159,37 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 samples.append(clock())
             result.rows.append(summarize(label, TOOL, samples))
         ctx.step("read")
+        await _bash_rows(result, call, root, max(10, 3 * runs))
+        ctx.step("bash")
     result.peers = {p: "n/a: no file tools" for p in (MONTY, SMOLAGENTS)}
     result.peers[FLOOR] = "n/a: direct rg is the reference here"
     result.peers[RG] = "ok" if rg is not None else "missing: the ripgrep wheel's rg was not found"
+    result.peers[BASH] = "ok"
     ctx.step("done")
     cross_ratios(result.rows)
     return result
+
+
+async def _bash_rows(result: SuiteResult, call: Any, root: Path, runs: int) -> None:
+    """``bash true`` through the tool against ``bash -c true`` spawned by this process."""
+    arguments = {"command": "true", "description": "bench"}
+    await call("bash", arguments)  # warm-up: the first call starts the spare launchers
+    await anyio.sleep(_BASH_PAUSE_S * 4)
+    env = dict(os.environ)
+    direct = []
+    for _ in range(runs):
+        clock = timed()
+        await anyio.run_process(["bash", "-c", "true"], cwd=root, env=env, check=False)
+        direct.append(clock())
+        await anyio.sleep(_BASH_PAUSE_S)
+    floor = summarize(BASH_CASE, BASH, direct, note="anyio.run_process, the host's own spawn")
+    result.rows.append(floor)
+    samples = []
+    for _ in range(runs):
+        clock = timed()
+        await call("bash", arguments)
+        samples.append(clock())
+        await anyio.sleep(_BASH_PAUSE_S)
+    result.rows.append(
+        summarize(BASH_CASE, TOOL, samples, ideal=floor.median, note="ideal = bash -c direct")
+    )

@@ -153,6 +153,15 @@ TARGETS: tuple[TargetSpec, ...] = (
         subjects=("codemode-tools",),
     ),
     TargetSpec(
+        suite="tools",
+        case="bash true, one-shot",
+        name="one-shot bash within 2x of bash -c spawned directly",
+        limit=2.0,
+        unit="x bash -c",
+        measure="ratio_to_ideal",
+        subjects=("codemode-tools",),
+    ),
+    TargetSpec(
         suite="pipeline",
         case="execute(), no listeners",
         name="execute() with no listeners",

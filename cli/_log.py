@@ -22,7 +22,6 @@ import typer
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.text import Text
 
 from codemode.engine import SqliteSessionLog
@@ -133,6 +132,8 @@ def _diffs(diffs: Any) -> list[RenderableType]:
             tofile=str(diff.get("path")),
             lineterm="",
         )
+        from rich.syntax import Syntax  # pygments: only for a diff, not at start-up
+
         out.append(Syntax(_clip("\n".join(lines)) or "(no change)", "diff", theme="ansi_dark"))
     return out
 

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 from rich.console import Console, Group
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
@@ -210,6 +209,10 @@ class InteractiveQuestionProvider:
                 ) from None
 
     async def _review(self, review: PlanReview) -> PlanReviewOutcome:
+        # Imported here: rich's Markdown (markdown-it, pygments) costs ~15 ms of every
+        # CLI start-up, and only a plan review renders Markdown.
+        from rich.markdown import Markdown
+
         self._console.print(
             Panel(
                 # Links show their target (no terminal hyperlinks hiding it).

@@ -7,7 +7,7 @@ import secrets
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .fs._paths import Workspace
 
@@ -67,6 +67,8 @@ class ToolsConfig:
     bash_spill_max_bytes: int = 64 * 1024 * 1024
     env_prefix: str = "DSH_"
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    # which host variables bash, jobs, persistent shells and terminals see (shell/_env.py)
+    bash_env: Literal["scrubbed", "inherit"] | frozenset[str] = "scrubbed"
     # todo_write
     allow_parallel_in_progress: bool = True
     # read_image

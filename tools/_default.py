@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 from codemode.engine import ToolDefinition
@@ -23,6 +23,7 @@ from .lsp._tool import build_lsp_tool
 from .search._glob import build_glob
 from .search._grep import build_grep
 from .shell._bash import build_bash
+from .shell._env import normalize_bash_env
 from .shell._job_tools import build_job_kill, build_job_list, build_job_output
 from .skills._catalog import SkillCatalog
 from .skills._tool import build_skill_tool
@@ -63,6 +64,7 @@ def default_tools(
     bash_max_timeout_ms: int = 600_000,
     env_prefix: str = "DSH_",
     env: Mapping[str, str] | None = None,
+    bash_env: str | Iterable[str] = "scrubbed",
     allow_parallel_in_progress: bool = True,
     read_limit: int = 2000,
     glob_max_results: int = 100,
@@ -106,6 +108,12 @@ def default_tools(
       the name the catalog description uses, so the native schema equals the catalog's)
       (``<prefix>WORKSPACE``, ``<prefix>WORKDIR``, ``<prefix>OUTPUT_DIR``,
       ``<prefix>CALL_ID``, ``<prefix>AGENT``, ``<prefix>JOB_ID``) and extra variables.
+    - ``bash_env``: which of the host's environment variables ``bash`` (both variants), its
+      background jobs and the terminals see. ``"scrubbed"`` (default): only the allow-list
+      ``codemode.tools.shell.PASS_THROUGH`` (``PATH``, ``HOME``, ``USER``, ``LANG``,
+      ``LC_*``, ``TERM``, ``TMPDIR``, toolchain homes...), so the host's API keys, tokens
+      and passwords stay out of a model's reach; a collection of names: those too;
+      ``"inherit"``: the whole environment. ``env`` is added in every case.
     - ``allow_parallel_in_progress``: ``todo_write``'s policy (changes its description).
     - ``attachments``: where ``read_image`` stores images (default in memory).
     - ``read_limit``, ``glob_max_results``, ``grep_max_matches``, ``editor_max_output_chars``:
@@ -171,6 +179,7 @@ def default_tools(
         bash_max_timeout_ms=bash_max_timeout_ms,
         env_prefix=env_prefix,
         extra_env=dict(env or {}),
+        bash_env=normalize_bash_env(bash_env),
         allow_parallel_in_progress=allow_parallel_in_progress,
         read_limit=_positive("read_limit", read_limit),
         glob_max_results=_positive("glob_max_results", glob_max_results),

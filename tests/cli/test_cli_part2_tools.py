@@ -169,7 +169,8 @@ def test_the_persistent_bash_keeps_state_across_calls(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["value"]["result"] == "hi from sub"
+    # The persistent bash's value has the one-shot bash's shape.
+    assert json.loads(proc.stdout)["value"]["result"]["stdout"]["text"] == "hi from sub"
 
 
 def _descendants(pid: int) -> dict[int, str]:

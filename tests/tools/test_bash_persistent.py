@@ -26,14 +26,17 @@ from codemode.engine import (
     ToolExecutionResult,
     ToolRuntime,
 )
+from codemode.tools import JobManager, default_tools
 from codemode.tools._catalog import catalog_entry
+from codemode.tools.shell._bash import FOREGROUND_VALUE_SCHEMA
 from codemode.tools.terminal import TerminalManager, build_persistent_bash
-from codemode.tools.terminal._persistent import CLIP, LOST, RESET
+from codemode.tools.terminal._persistent import CLIP, LOST, RESET, render_persistent
 
 pytestmark = pytest.mark.anyio
 
 _ids = itertools.count(1)
 PACKAGE = "@deepseek-ai/dsh-tool-bash-persistent"
+FOREGROUND_KEYS = set(FOREGROUND_VALUE_SCHEMA["properties"])
 
 
 class Shell:
@@ -52,6 +55,7 @@ class Shell:
         *,
         agent: Scope | str | None = "default",
         signal: AbortSignal | None = None,
+        **extra: Any,
     ) -> ToolExecutionResult:
         scope = self.agent if agent == "default" else agent
         assert not isinstance(scope, str)
@@ -59,17 +63,21 @@ class Shell:
             ToolExecutionInput(
                 call_id=f"call-{next(_ids)}",
                 name="bash",
-                arguments={"command": command},
+                arguments={"command": command, **extra},
                 signal=signal or AbortController().signal,
                 agent=scope,
             )
         )
 
     async def run(self, command: str, **kw: Any) -> str:
+        """The call's text (checked to be the render of its value, the one-shot's shape)."""
         result = await self.call(command, **kw)
         assert not result.is_error, result.to_json()
-        assert result.value == text_of(result)
-        return str(result.value)
+        value = result.value
+        assert set(value) == FOREGROUND_KEYS | {"reset"}, value
+        assert value["stderr"] == {"text": "", "truncated": False}
+        assert render_persistent(value) == text_of(result)
+        return text_of(result)
 
 
 @pytest.fixture
@@ -251,3 +259,105 @@ async def test_result_card(shell: Shell) -> None:
         "output": "y",
         "exitCode": 0,
     }
+
+
+async def test_one_result_shape_with_the_one_shot_bash(
+    workspace: Path, tmp_path: Path, terminals: TerminalManager
+) -> None:
+    """The value is the one-shot bash's foreground value (plus ``reset``), whatever ends the
+    call; the model still reads the catalog's text (``run`` checks both)."""
+    shell = Shell(workspace, tmp_path, terminals, timeout_ms=1500, max_output_chars=20)
+    ok = (await shell.call("echo hi")).value
+    assert ok == {
+        "kind": "foreground",
+        "exitCode": 0,
+        "signal": None,
+        "timedOut": False,
+        "aborted": False,
+        "timeoutMs": 1500,
+        "stdout": {"text": "hi", "truncated": False},
+        "stderr": {"text": "", "truncated": False},
+        "reset": False,
+    }
+    failed = (await shell.call("echo out; echo err >&2; false")).value
+    assert (failed["exitCode"], failed["stdout"]["text"]) == (1, "out\nerr")
+    clipped = (await shell.call("seq 1 100")).value
+    assert clipped["stdout"]["truncated"] is True and clipped["stdout"]["text"].endswith(CLIP)
+    timed = (await shell.call("echo partial; sleep 3021")).value
+    assert (timed["timedOut"], timed["reset"], timed["exitCode"]) == (True, True, None)
+    assert timed["stdout"]["text"] == "partial"
+    exited = (await shell.call("exit 4")).value
+    assert (exited["exitCode"], exited["signal"], exited["reset"]) == (4, None, True)
+    killed = (await shell.call("kill -9 $$")).value
+    assert (killed["exitCode"], killed["signal"], killed["reset"]) == (None, "SIGKILL", True)
+    for value in (ok, failed, clipped, timed, exited, killed):
+        assert set(value) == FOREGROUND_KEYS | {"reset"}
+
+
+async def test_the_one_shot_arguments_are_accepted(
+    workspace: Path, tmp_path: Path, terminals: TerminalManager
+) -> None:
+    """``description``, ``timeoutMs``, ``workdir``: accepted as the one-shot bash takes
+    them, though the catalog's schema of this variant (byte-exact) lists only ``command``."""
+    shell = Shell(workspace, tmp_path, terminals)
+    (workspace / "sub").mkdir()
+    described = await shell.call("echo hi", description="Say hi")
+    assert not described.is_error and text_of(described) == "hi"
+    assert shell.tool.present_call is not None
+    assert shell.tool.present_call({"command": "ls", "description": "List files"}) == {
+        "card": "terminal",
+        "title": "ls",
+        "description": "List files",
+    }
+    # workdir: where the command starts, like a cd typed first (the shell stays there).
+    assert await shell.run("pwd", workdir="sub") == os.path.realpath(workspace / "sub")
+    assert await shell.run("pwd") == os.path.realpath(workspace / "sub")
+    outside = await shell.call("pwd", workdir="/")
+    assert outside.is_error and error_of(outside)[1] is not None
+    assert error_of(await shell.call("pwd", workdir="missing"))[1] == "BASH_INVALID_WORKDIR"
+    # timeoutMs: this call's deadline.
+    short = (await shell.call("sleep 3022", timeoutMs=300)).value
+    assert (short["timedOut"], short["timeoutMs"]) == (True, 300)
+    for bad in (-1, "10", True):
+        result = await shell.call("true", timeoutMs=bad)
+        assert error_of(result)[1] == "BASH_INVALID_TIMEOUT", bad
+    result = await shell.call("true", description="  ")
+    assert error_of(result) == (
+        "invalid description: expected a non-empty string",
+        "BASH_INVALID_DESCRIPTION",
+    )
+
+
+async def test_run_in_background_runs_a_one_shot_job(
+    workspace: Path, tmp_path: Path, terminals: TerminalManager
+) -> None:
+    async with JobManager(output_dir=tmp_path / "jobs") as jobs:
+        rt = ToolRuntime()
+        for tool in default_tools(
+            workspace,
+            output_dir=tmp_path / "out",
+            jobs=jobs,
+            terminals=terminals,
+            bash="persistent",
+        ):
+            rt.register(tool)
+        agent = rt.scope("agent", session=MemorySessionLog())
+
+        async def call(name: str, arguments: dict[str, Any]) -> ToolExecutionResult:
+            return await rt.execute(
+                ToolExecutionInput(
+                    call_id=f"call-{next(_ids)}",
+                    name=name,
+                    arguments=arguments,
+                    signal=AbortController().signal,
+                    agent=agent,
+                )
+            )
+
+        started = await call(
+            "bash", {"command": "echo from-job", "run_in_background": True, "description": "d"}
+        )
+        assert started.value == {"kind": "background", "jobId": "bash-1"}
+        assert text_of(started) == "started background job bash-1"
+        out = await call("job_output", {"job_id": "bash-1", "wait": True})
+        assert text_of(out).splitlines()[0] == "from-job"

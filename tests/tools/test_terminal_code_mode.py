@@ -106,7 +106,10 @@ def check(value: Any, name: str) -> None:
     assert value["listed"] == [{"kind": "running"}]
     assert value["closed"] == {"sessionId": "terminal-1", "outcome": "closed"}
     assert value["unknown"] == "unknown terminal session terminal-1"
-    assert value["kept"] == "/ kept\n[exit code: 1]"
+    # The persistent bash's value has the one-shot bash's shape (issue 29).
+    kept = value["kept"]
+    assert (kept["kind"], kept["exitCode"], kept["reset"]) == ("foreground", 1, False)
+    assert kept["stdout"] == {"text": "/ kept", "truncated": False}
 
 
 async def test_from_a_python_program(

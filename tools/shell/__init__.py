@@ -7,5 +7,10 @@ would let a root command leave it, and reaps every descendant), and ``_process``
 launcher and kills whatever a call started, so nothing outlives its call. ``_bash`` is the
 tool; ``_jobs`` is the ``JobManager`` that owns ``run_in_background`` processes (each job is
 private to the agent that started it), and ``_job_tools`` are the tools that list, read and
-kill jobs. Failures are ``BashError``/``JobError`` with ``BASH_*``/``JOB_*`` codes.
+kill jobs. ``_env`` decides which of the host's environment variables a command sees (an
+allow-list by default: the host's secrets stay out). Failures are ``BashError``/``JobError`` with ``BASH_*``/``JOB_*`` codes.
 """
+
+from ._env import PASS_THROUGH
+
+__all__ = ["PASS_THROUGH"]

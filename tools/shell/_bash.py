@@ -26,10 +26,19 @@ from .._common import BACKGROUND_VALUE_SCHEMA, arg, is_blank, result_parts, text
 from .._config import ToolsConfig, ensure_private_dir
 from .._errors import BashError, FsError
 from .._text import js_json
+from ._env import host_env
 from ._jobs import Job
 from ._process import BashProcess, signal_name
 
-__all__ = ["build_bash", "managed_env", "render_bash"]
+__all__ = [
+    "FOREGROUND_VALUE_SCHEMA",
+    "background_job",
+    "build_bash",
+    "check_timeout",
+    "managed_env",
+    "render_bash",
+    "resolve_workdir",
+]
 
 _STREAM = {
     "type": "object",
@@ -42,25 +51,22 @@ _STREAM = {
 }
 _NULLABLE_INT = {"oneOf": [{"type": "integer"}, {"type": "null"}]}
 _NULLABLE_STR = {"oneOf": [{"type": "string"}, {"type": "null"}]}
-_OUTPUT_SCHEMA = {
-    "oneOf": [
-        BACKGROUND_VALUE_SCHEMA,
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "kind": {"type": "string", "const": "foreground", "required": True},
-                "exitCode": {**_NULLABLE_INT, "required": True},
-                "signal": {**_NULLABLE_STR, "required": True},
-                "timedOut": {"type": "boolean", "required": True},
-                "aborted": {"type": "boolean", "required": True},
-                "timeoutMs": {"type": "number", "required": True},
-                "stdout": {**_STREAM, "required": True},
-                "stderr": {**_STREAM, "required": True},
-            },
-        },
-    ]
+#: A finished (foreground) call's value; the persistent bash's adds ``reset``.
+FOREGROUND_VALUE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"type": "string", "const": "foreground", "required": True},
+        "exitCode": {**_NULLABLE_INT, "required": True},
+        "signal": {**_NULLABLE_STR, "required": True},
+        "timedOut": {"type": "boolean", "required": True},
+        "aborted": {"type": "boolean", "required": True},
+        "timeoutMs": {"type": "number", "required": True},
+        "stdout": {**_STREAM, "required": True},
+        "stderr": {**_STREAM, "required": True},
+    },
 }
+_OUTPUT_SCHEMA = {"oneOf": [BACKGROUND_VALUE_SCHEMA, FOREGROUND_VALUE_SCHEMA]}
 _BAD_WORKDIR = "BASH_INVALID_WORKDIR"
 _MARKER = re.compile(r"\n\[(killed by signal|exit code): ([^\]\n]+)\]$")
 
@@ -112,9 +118,10 @@ class _Capture:
 def managed_env(
     cfg: ToolsConfig, workdir: str, ctx: Any, job_id: str | None = None
 ) -> dict[str, str]:
-    """The child environment: the host's, minus stale managed variables, plus fresh ones."""
+    """The child environment: the host's that ``cfg.bash_env`` lets through (``_env``),
+    minus stale managed variables, plus the host's ``extra_env`` and fresh managed ones."""
     prefix = cfg.env_prefix
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
+    env = host_env(cfg.bash_env, prefix)
     env.update(cfg.extra_env)
     env[f"{prefix}WORKSPACE"] = cfg.workspace.root
     env[f"{prefix}WORKDIR"] = workdir
@@ -164,7 +171,8 @@ def render_bash(value: dict[str, Any]) -> str:
     return body
 
 
-def _workdir(cfg: ToolsConfig, args: Any) -> str:
+def resolve_workdir(cfg: ToolsConfig, args: Any) -> str:
+    """``args``' ``workdir``, confined to the workspace and checked (the workspace without one)."""
     raw = arg(args, "workdir")
     if raw is None:
         return cfg.workspace.root
@@ -234,7 +242,8 @@ async def _foreground(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str, timeout_m
     }
 
 
-def _background(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
+def background_job(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
+    """Start ``args["command"]`` as a ``bash`` job of ``cfg.jobs``; its background value."""
     jobs = cfg.jobs
     if jobs is None:
         raise BashError(
@@ -271,6 +280,25 @@ def _background(cfg: ToolsConfig, args: Any, ctx: Any, cwd: str) -> Any:
     return {"kind": "background", "jobId": job.id}
 
 
+def check_timeout(args: Any, default_ms: float, max_ms: float) -> float:
+    """The deadline of a call: ``timeoutMs`` (checked) or ``default_ms``, at most ``max_ms``."""
+    requested = arg(args, "timeoutMs")
+    if requested is not None and (
+        isinstance(requested, bool)
+        or not isinstance(requested, (int, float))
+        or not (requested > 0 and requested != float("inf"))
+    ):
+        raise BashError(
+            f"invalid timeoutMs: expected a positive number, got {js_json(requested)}",
+            "BASH_INVALID_TIMEOUT",
+        )
+    limit = default_ms if requested is None else requested
+    effective = min(limit, max_ms)
+    if isinstance(effective, float) and effective.is_integer():
+        effective = int(effective)
+    return effective
+
+
 def build_bash(cfg: ToolsConfig) -> ToolDefinition:
     """The ``bash`` tool bound to ``cfg``."""
     # The managed variables carry this project's prefix, so the description names it.
@@ -283,19 +311,10 @@ def build_bash(cfg: ToolsConfig) -> ToolDefinition:
             raise BashError(
                 "invalid description: expected a non-empty string", "BASH_INVALID_DESCRIPTION"
             )
-        requested = arg(args, "timeoutMs")
-        if requested is not None and not (requested > 0 and requested != float("inf")):
-            raise BashError(
-                f"invalid timeoutMs: expected a positive number, got {js_json(requested)}",
-                "BASH_INVALID_TIMEOUT",
-            )
-        cwd = _workdir(cfg, args)
+        effective = check_timeout(args, cfg.bash_default_timeout_ms, cfg.bash_max_timeout_ms)
+        cwd = resolve_workdir(cfg, args)
         if arg(args, "run_in_background") is True:
-            return _background(cfg, args, ctx, cwd)
-        limit = cfg.bash_default_timeout_ms if requested is None else requested
-        effective = min(limit, cfg.bash_max_timeout_ms)
-        if isinstance(effective, float) and effective.is_integer():
-            effective = int(effective)
+            return background_job(cfg, args, ctx, cwd)
         return await _foreground(cfg, args, ctx, cwd, effective)
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:

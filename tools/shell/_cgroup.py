@@ -199,6 +199,18 @@ class CallCgroup:
         if inside:
             freeze_then_kill(lambda table: inside.union(self.pids()) & table.keys())
 
+    def try_remove(self) -> bool:
+        """Delete the cgroups at once if they are empty; ``False`` if one is not (then
+        ``remove``, which kills and retries, is what is left to do)."""
+        for path in dict.fromkeys(p for p in (self.kill_path, self.pids_path) if p is not None):
+            try:
+                os.rmdir(path)  # fails on members or descendant cgroups: no walk needed here
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+        return True
+
     def remove(self) -> None:
         """Kill what is left and delete the cgroups, deepest first (retried while draining)."""
         for path in dict.fromkeys(p for p in (self.kill_path, self.pids_path) if p is not None):

@@ -1,8 +1,9 @@
 """The launcher between the host and ``bash``, and the freeze-then-kill of process sets.
 
-``_process`` runs ``launch`` in a fresh ``python -I -S`` for every bash call, so this module
-imports as little as possible: interpreter start-up is on every call's path.
-The launcher
+``_process`` runs ``launch`` in a fresh ``python -I -S`` for every bash call, started ahead
+of the call where it can (a spare, which then waits for its call on a pipe), so this module
+imports as little as possible: interpreter start-up is on a cold call's path.
+Once its call arrived, the launcher
 
 - joins the call's cgroups (``_cgroup.CallCgroup.procs_files``), then on root hosts enters
   its own mount and cgroup namespaces, remounts every cgroup hierarchy, ``/sys`` and
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 from collections.abc import Callable
 
@@ -33,6 +35,7 @@ __all__ = [
     "freeze_then_kill",
     "kill_session",
     "kill_tree",
+    "encode_request",
     "launch",
     "mounts",
     "process_start_time",
@@ -196,7 +199,7 @@ _MOUNT_FLAGS = {
     "relatime": _MS_RELATIME,
     "strictatime": _MS_STRICTATIME,
 }
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_CHILD_SUBREAPER = 1, 24, 36
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_CHILD_SUBREAPER = 1, 4, 24, 36
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 # CAP_SYS_MODULE, CAP_SYS_PTRACE, CAP_SYS_ADMIN: loading code into the kernel, reaching
 # host processes (and their mounts through /proc/<pid>/root), mounts and setns.
@@ -282,41 +285,105 @@ def _mirror(status: int) -> None:
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
-def launch(argv: list[str]) -> None:
-    """Run as ``launch([STATUS_FD, HOST_PID, ISOLATE, FSIZE, *PROCS, "--", COMMAND])``.
+def _read_exactly(fd: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
-    Writes one line to STATUS_FD once bash is started (``ok``, ``ok degraded: why`` or
-    ``error: why``), waits for bash, kills whatever bash left behind, writes ``done`` (the
-    host's sign that this cleanup ran) and exits as bash did.
 
-    ``[..., *PROCS, "--exec", *ARGV]`` instead runs ``ARGV`` (a terminal's shell or REPL)
-    with the launcher's standard input, a terminal, as the session's controlling terminal:
-    the launcher leads the session, so the whole terminal tree stays in it and below it.
+def read_request(fd: int) -> list[bytes] | None:
+    """The call the host sends on ``fd``: a 16-digit length, then NUL-separated fields.
+
+    ``None`` when the host went away before sending all of it (or sent garbage).
     """
-    split = next(i for i, a in enumerate(argv) if a in ("--", "--exec"))
-    status_fd, host_pid, isolate, fsize = (int(a) for a in argv[:4])
-    procs = argv[4:split]
-    tty = argv[split] == "--exec"
-    program = argv[split + 1 :] if tty else ["bash", "-c", argv[split + 1]]
-    report = os.fdopen(status_fd, "w", encoding="utf-8")
+    header = _read_exactly(fd, 16)
+    if len(header) != 16 or not header.isdigit():
+        return None
+    body = _read_exactly(fd, int(header))
+    if len(body) != int(header):
+        return None
+    return body.split(b"\0")
+
+
+def encode_request(fields: list[bytes]) -> bytes:
+    """The bytes ``read_request`` decodes (no field may contain a NUL)."""
+    body = b"\0".join(fields)
+    return b"%016d" % len(body) + body
+
+
+def launch(argv: list[str]) -> None:
+    """Run as ``launch([CTL_FD, STATUS_FD, HOST_PID, ISOLATE, FSIZE, *PROCS])``.
+
+    First the launcher contains itself: limits, the call's cgroups (``PROCS``), isolation
+    (``ISOLATE``: root hosts), subreaper. Then it waits for its call on CTL_FD, so that a
+    spare (``_process``) does all of this before the call comes. The call
+    (``encode_request``) is ``[CWD, MODE, N, *ARGV, *ENV]``: ``MODE`` ``--`` runs ``bash -c
+    ARGV[0]``; ``--exec`` runs ``ARGV`` (a terminal's shell or REPL) with the launcher's
+    standard input, a terminal, as the session's controlling terminal (the launcher leads
+    the session, so the whole terminal tree stays in it and below it). ``ENV``
+    (``NAME=value`` items) is the program's whole environment: the launcher's own is not
+    passed on. A waiting launcher runs nothing: it dies with the host, by the default
+    action of its parent-death signal, or at the end of the pipe.
+
+    Writes one line to STATUS_FD right before bash is started (``ok``, ``ok degraded: why``
+    or ``error: why``; an ``error`` line also as soon as containing itself fails), waits
+    for bash (a bash that cannot be started exits 127),
+    kills whatever bash left behind, writes ``done`` (the host's sign that this cleanup
+    ran) and exits as bash did.
+    """
+    ctl_fd, status_fd, host_pid, isolate, fsize = (int(a) for a in argv[:5])
+    procs = argv[5:]
     libc = _libc()
-    # The host's exit (even SIGKILL) must not orphan the call: SIGUSR1 arrives, we stop.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {*_FORWARDED, signal.SIGUSR1})
+    # A host that ignores or blocks the signal must not hand that on to a waiting spare.
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+    # The host's exit (even SIGKILL) must not orphan the call: SIGUSR1 arrives. While the
+    # launcher waits for its call, the signal's default action ends it; once a call came,
+    # the signal is blocked and later handled (stop and kill everything).
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
     if os.getppid() != host_pid:
         os._exit(126)
+    # Not dumpable: a command (of this call or of another) may have this process's uid and,
+    # once the capabilities below are dropped, no fewer capabilities, which would let it
+    # ptrace a launcher or open its pipes through /proc/<pid>/fd (a waiting spare's call
+    # pipe among them) and start processes outside its own call. bash, an exec away, is
+    # dumpable again.
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    report = os.fdopen(status_fd, "w", encoding="utf-8")
     note = ""
     try:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         for path in procs:
-            with open(path, "w", encoding="ascii") as f:
-                f.write(str(os.getpid()))
+            with open(path, "wb") as f:
+                f.write(b"%d" % os.getpid())
         if isolate and (failed := _isolate()):
             note = " degraded: " + "; ".join(failed)
         _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "become a subreaper")
+    except OSError as exc:
+        report.write(f"error: {exc.strerror or exc}\n")
+        report.close()
+        os._exit(126)
+    fields = read_request(ctl_fd)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {*_FORWARDED, signal.SIGUSR1})
+    if fields is None or os.getppid() != host_pid:
+        os._exit(126)
+    os.close(ctl_fd)
+    cwd = fields[0]
+    tty = fields[1] == b"--exec"
+    count = int(fields[2])
+    program = fields[3 : 3 + count] if tty else [b"bash", b"-c", fields[3]]
+    env: dict[bytes, bytes] = {}
+    for item in fields[3 + count :]:
+        name, sep, value = item.partition(b"=")
+        if sep:
+            env[name] = value
+    try:
+        os.chdir(cwd)
         if tty:
             # Imported only here: the one-shot bash path stays as small as it was.
             import fcntl
@@ -327,19 +394,37 @@ def launch(argv: list[str]) -> None:
         report.write(f"error: {exc.strerror or exc}\n")
         report.close()
         os._exit(126)
-    child = os.fork()
-    if child == 0:
-        report.close()
-        # Python ignores SIGPIPE and SIGXFSZ; bash must see the defaults (and "File size
-        # limit exceeded" must kill).
-        for sig in (*_FORWARDED, signal.SIGUSR1, signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        try:
-            os.execvp(program[0], program)
-        except OSError as exc:
-            os.write(2, f"{program[0]}: {exc.strerror}\n".encode())
-        os._exit(127)
+    # posix_spawn (vfork and exec in C), not os.fork: copying this interpreter and running
+    # Python in the child cost more than bash itself. Python ignores SIGPIPE and SIGXFSZ;
+    # bash must see the defaults (and "File size limit exceeded" must kill); the status
+    # pipe is close-on-exec. The search for the program uses the call's PATH.
+    os.set_inheritable(status_fd, False)
+    search = env.get(b"PATH")
+    if search is None:
+        os.unsetenv(b"PATH")
+    else:
+        os.putenv(b"PATH", search)
+    # A one-shot call's "ok" comes before the spawn: its command may kill this launcher at
+    # once (``kill -9 $PPID``), and a launcher that ends without a word never started
+    # anything, so the host may hand the call to another launcher. A terminal's comes
+    # after: the host then looks up the program's pid (a terminal never takes a spare).
+    if not tty:
+        report.write(f"ok{note}\n")
+        report.flush()
+    child = 0
+    try:
+        child = os.posix_spawnp(
+            program[0],
+            program,
+            env,
+            setsigmask=(),
+            setsigdef=(*_FORWARDED, signal.SIGUSR1, signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    except OSError as exc:
+        os.write(2, program[0] + f": {exc.strerror}\n".encode())
+    if tty:
+        report.write(f"ok{note}\n")
+        report.flush()
 
     def stop(_sig: int, _frame: object) -> None:
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -356,13 +441,12 @@ def launch(argv: list[str]) -> None:
         for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
             signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, stop)
-    report.write(f"ok{note}\n")
-    report.flush()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)  # so the output pipes close when bash's processes are gone
     os.close(null)
-    status: int | None = None
+    # A program that could not be started exits 127, as a shell's would.
+    status: int | None = None if child else 127 << 8
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
         while status is None:

@@ -28,15 +28,21 @@ import anyio
 from codemode.engine import AbortError, ToolDefinition, ToolOutput, text
 
 from .._catalog import define_catalog_tool
-from .._common import result_parts, text_of
+from .._common import BACKGROUND_VALUE_SCHEMA, arg, is_blank, result_parts, text_of
 from .._config import ToolsConfig, ensure_private_dir
-from .._errors import TerminalError
+from .._errors import BashError, TerminalError
 from .._text import utf16_head, utf16_len
-from ..shell._bash import managed_env
+from ..shell._bash import (
+    FOREGROUND_VALUE_SCHEMA,
+    background_job,
+    check_timeout,
+    managed_env,
+    resolve_workdir,
+)
 from ._pty import PtySession
 from ._sessions import TerminalManager
 
-__all__ = ["build_persistent_bash"]
+__all__ = ["build_persistent_bash", "render_persistent"]
 
 _PACKAGE = "@deepseek-ai/dsh-tool-bash-persistent"
 CLIP = (
@@ -53,6 +59,17 @@ RESET = (
     "fresh current directory and environment."
 )
 _INIT_TIMEOUT_S = 10.0
+# The one-shot bash's value, plus ``reset``: the shell was reset (a timeout or its exit), so
+# the next call starts afresh. A PTY merges the streams: ``stderr`` is always empty, and
+# ``stdout.truncated`` says the text was clipped (its head is kept, as the catalog's text).
+_FOREGROUND = {
+    **FOREGROUND_VALUE_SCHEMA,
+    "properties": {
+        **FOREGROUND_VALUE_SCHEMA["properties"],
+        "reset": {"type": "boolean", "required": True},
+    },
+}
+_OUTPUT_SCHEMA = {"oneOf": [BACKGROUND_VALUE_SCHEMA, _FOREGROUND]}
 _EXIT_MARKER = re.compile(r"\n\[exit code: (-?\d+)\]$")
 _SHELL_ARGV = ("bash", "--norc", "--noprofile", "--noediting", "-i")
 # No echo (typed lines stay out of the output), no CR before LF, no history (the typed line
@@ -73,12 +90,43 @@ def _marker(nonce: str) -> re.Pattern[str]:
     return re.compile("\x1e" + nonce + r":(\d+)\x1f\n?")
 
 
-def _clip(body: str, lost: bool, max_chars: int) -> str:
+def _clip(body: str, lost: bool, max_chars: int) -> tuple[str, bool]:
+    """The text as the catalog shows it, and whether anything was cut."""
     if lost:
-        return LOST + utf16_head(body, max_chars) + CLIP
+        return LOST + utf16_head(body, max_chars) + CLIP, True
     if utf16_len(body) > max_chars:
-        return utf16_head(body, max_chars) + CLIP
+        return utf16_head(body, max_chars) + CLIP, True
+    return body, False
+
+
+def render_persistent(value: dict[str, Any]) -> str:
+    """The catalog's text of a persistent bash value (``reset``: the timeout's or the
+    shell exit's wording; otherwise the output and a non-zero exit marker)."""
+    if value["kind"] == "background":
+        return f"started background job {value['jobId']}"
+    body = str(value["stdout"]["text"])
+    if value["timedOut"]:
+        seconds = int(value["timeoutMs"] / 1000 + 0.5)
+        return (
+            f"Your command timed out after {seconds} seconds or experienced an OOM error. "
+            f"Below is partial output:\n{body}\n{RESET}"
+        )
+    if value["reset"]:
+        if value["signal"]:
+            marker = f"[shell killed by signal: {value['signal']}]"
+        elif value["exitCode"] is not None:
+            marker = f"[shell exited: code {value['exitCode']}]"
+        else:
+            marker = "[shell exited]"
+        return "\n".join([*([body] if body else []), marker, RESET])
+    code = value["exitCode"]
+    if code:
+        return f"{body}\n[exit code: {code}]" if body else f"[exit code: {code}]"
     return body
+
+
+def _quote(path: str) -> str:
+    return "'" + path.replace("'", "'\\''") + "'"
 
 
 def _tidy(raw: str) -> str:
@@ -117,7 +165,6 @@ def build_persistent_bash(
     for label, value in (("timeout_ms", timeout_ms), ("max_output_chars", max_output_chars)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{label} must be a positive integer")
-    seconds = int(timeout_ms / 1000 + 0.5)
 
     async def start_shell(ctx: Any) -> PtySession:
         root = cfg.workspace.root
@@ -136,20 +183,24 @@ def build_persistent_bash(
             )
         return pty
 
-    def exit_text(pty: PtySession, partial: str) -> str:
-        status = pty.status
-        if status.get("signal"):
-            marker = f"[shell killed by signal: {status['signal']}]"
-        elif status.get("exitCode") is not None:
-            marker = f"[shell exited: code {status['exitCode']}]"
-        else:
-            marker = "[shell exited]"
-        return "\n".join([*([partial] if partial else []), marker, RESET])
-
     async def execute(args: Any, ctx: Any) -> Any:
         command = args["command"]
         if not isinstance(command, str) or not command.strip():
             raise TerminalError("command must be a non-empty string", "TERMINAL_INVALID_ARGS")
+        # The one-shot bash's arguments, which the catalog's schema of this variant does not
+        # list (it stays byte-exact): a description is only shown, a deadline applies to
+        # this call, a workdir is where the command starts (a ``cd`` first, so the shell
+        # stays there, as it would after a typed ``cd``), and a background command runs as
+        # a one-shot job (a fresh shell: not this one, which runs one command at a time).
+        description = arg(args, "description")
+        if description is not None and is_blank(description):
+            raise BashError(
+                "invalid description: expected a non-empty string", "BASH_INVALID_DESCRIPTION"
+            )
+        limit = check_timeout(args, timeout_ms, max(timeout_ms, cfg.bash_max_timeout_ms))
+        cwd = resolve_workdir(cfg, args) if arg(args, "workdir") is not None else None
+        if arg(args, "run_in_background") is True:
+            return background_job(cfg, args, ctx, cwd or cfg.workspace.root)
         owner = getattr(ctx, "agent", None)
         if owner is None:
             raise TerminalError("bash requires an owning agent session", "TERMINAL_NO_AGENT")
@@ -167,8 +218,9 @@ def build_persistent_bash(
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(command)
-            quoted = "'" + path.replace("'", "'\\''") + "'"
-            line = f'builtin eval "$(< {quoted})" </dev/null; {_marker_command(nonce)}\n'
+            line = f'builtin eval "$(< {_quote(path)})" </dev/null; {_marker_command(nonce)}\n'
+            if cwd is not None:
+                line = f"builtin cd -- {_quote(cwd)} && {line}"
             start = pty.end
             matched: tuple[int, int] | None = None
             timed_out = aborted = False
@@ -182,7 +234,7 @@ def build_persistent_bash(
                         group.cancel_scope.cancel()
 
                     group.start_soon(watch)
-                    with anyio.move_on_after(timeout_ms / 1000) as deadline:
+                    with anyio.move_on_after(limit / 1000) as deadline:
                         await pty.write(line.encode())
                         matched = await _await_marker(pty, start, _marker(nonce))
                     timed_out = deadline.cancelled_caught
@@ -195,26 +247,44 @@ def build_persistent_bash(
                         slot.pty = None
                         await pty.close()
             raw, lost = pty.text_since(start)
+            value: dict[str, Any] = {
+                "kind": "foreground",
+                "exitCode": None,
+                "signal": None,
+                "timedOut": False,
+                "aborted": False,
+                "timeoutMs": limit,
+                "stdout": {},
+                "stderr": {"text": "", "truncated": False},
+                "reset": matched is None,
+            }
             if matched is not None:
                 end, code = matched
-                body = _clip(
-                    _tidy(raw[: end - max(start, pty.dropped_chars)]), lost, max_output_chars
-                )
-                if code != 0:
-                    body = f"{body}\n[exit code: {code}]" if body else f"[exit code: {code}]"
-                return body
-            partial = _clip(_tidy(raw), lost, max_output_chars)
-            if aborted:
+                raw = raw[: end - max(start, pty.dropped_chars)]
+                value["exitCode"] = code
+            elif aborted:
                 raise AbortError("tool call aborted")
-            if timed_out:
-                return (
-                    f"Your command timed out after {seconds} seconds or experienced an OOM error. "
-                    f"Below is partial output:\n{partial}\n{RESET}"
-                )
-            return exit_text(pty, partial)
+            elif timed_out:
+                value["timedOut"] = True
+            else:
+                status = pty.status
+                value["signal"] = status.get("signal") or None
+                if value["signal"] is None:
+                    value["exitCode"] = status.get("exitCode")
+            body, clipped = _clip(_tidy(raw), lost, max_output_chars)
+            value["stdout"] = {"text": body, "truncated": clipped}
+            return value
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
-        return [text(value)]
+        return [text(render_persistent(value))]
+
+    def present_call(args: Any) -> Any:
+        card: dict[str, Any] = {"card": "terminal", "title": args["command"]}
+        if isinstance(arg(args, "description"), str):
+            card["description"] = args["description"]
+        if isinstance(arg(args, "workdir"), str):
+            card["cwd"] = args["workdir"]
+        return card
 
     def present_result(args: Any, result: Any) -> Any:
         content, is_error, _meta = result_parts(result)
@@ -234,8 +304,8 @@ def build_persistent_bash(
         "bash",
         package=_PACKAGE,
         description=description,
-        output=ToolOutput(schema={"type": "string"}, render=render),
+        output=ToolOutput(schema=_OUTPUT_SCHEMA, render=render),
         execute=execute,
-        present_call=lambda args: {"card": "terminal", "title": args["command"]},
+        present_call=present_call,
         present_result=present_result,
     )
