@@ -192,6 +192,14 @@ def _root(
     ] = False,
 ) -> None:
     """Run model-written programs against tools, in a sandbox, through one guarded pipeline."""
+    if os.environ.get("CODEMODE_BASH_ENV"):
+        # Checked before any command starts anything (the tools read it when installed).
+        from ._compose import bash_env_from
+
+        try:
+            bash_env_from(os.environ)
+        except ValueError as exc:
+            raise _usage(str(exc)) from None
 
 
 def _check_session_path(session: Path, workspace: Path) -> None:

@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,28 @@ def make_state_dir(workspace: Path, prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
+BASH_ENV_VARIABLE = "CODEMODE_BASH_ENV"
+
+
+def bash_env_from(environ: Mapping[str, str]) -> str | list[str]:
+    """What ``bash`` sees of the host's environment, from ``CODEMODE_BASH_ENV``: unset or
+    ``scrubbed`` (the allow-list, ``codemode.tools.shell.PASS_THROUGH``), ``inherit``
+    (everything) or comma-separated names passed on top of the allow-list."""
+    raw = environ.get(BASH_ENV_VARIABLE, "").strip()
+    if raw in ("", "scrubbed"):
+        return "scrubbed"
+    if raw == "inherit":
+        return "inherit"
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    bad = [name for name in names if not name.replace("_", "a").isalnum() or name[0].isdigit()]
+    if not names or bad:
+        raise ValueError(
+            f"{BASH_ENV_VARIABLE} must be scrubbed, inherit or comma-separated variable "
+            f"names, got {raw!r}"
+        )
+    return names
+
+
 async def install_builtin_tools(
     stack: contextlib.AsyncExitStack,
     runtime: ToolRuntime,
@@ -88,7 +110,8 @@ async def install_builtin_tools(
     images kept in ``attachments``, default in memory).
     Terminal sessions and shells die when ``stack`` closes. Returns the job
     manager (background subagents run in it too). The web tools' destinations and search provider come from the
-    ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables.
+    ``CODEMODE_WEB_*``/``CODEMODE_SEARXNG_URL``/``BRAVE_SEARCH_API_KEY`` variables, what
+    bash sees of the environment from ``CODEMODE_BASH_ENV`` (``bash_env_from``).
     """
     import codemode.tools as first_party
     from codemode.tools.lsp import LspManager
@@ -124,6 +147,7 @@ async def install_builtin_tools(
         lsp=lsp,
         terminals=terminals,
         bash="persistent" if bash == "persistent" else "one-shot",
+        bash_env=bash_env_from(os.environ),
         accepts_images=images,
         attachments=attachments,
     ):

@@ -105,7 +105,7 @@ class SessionTools:
         from codemode.tools.terminal import TerminalManager
         from codemode.tools.web import WebConfig
 
-        from ._compose import make_state_dir
+        from ._compose import bash_env_from, make_state_dir
 
         state_dir = make_state_dir(workspace, "codemode-mcp-session-")
         stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
@@ -132,5 +132,6 @@ class SessionTools:
             web=WebConfig.from_env(os.environ),
             lsp=lsp,
             terminals=terminals,
+            bash_env=bash_env_from(os.environ),
         ):
             stack.callback(scope.register(definition))
