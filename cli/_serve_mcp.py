@@ -208,11 +208,17 @@ async def _serve(
             log=log,
         )
         stack.callback(server.close)
+
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun}" + ("" if n == 1 else "s")
+
         served = (
-            [f"{len(imported.tools)} tools from {len(upstreams)} upstream(s)"] if upstreams else []
+            [f"{count(len(imported.tools), 'tool')} from {count(len(upstreams), 'upstream')}"]
+            if upstreams
+            else []
         )
         if builtin_tools:
-            served.append(f"{len(builtin_names)} built-in tools")
+            served.append(f"{count(len(builtin_names), 'built-in tool')}")
         log(
             " + ".join(served)
             + f", {language}, mode {mode}"

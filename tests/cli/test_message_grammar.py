@@ -112,7 +112,7 @@ _SOURCES = [
     *sorted((ROOT / "bench").glob("_render.py")),
 ]
 # Literal "(s)" that the reference's own strings carry over, and "http(s)".
-_ALLOWED_S = ("http(s)", "upstream(s)")
+_ALLOWED_S = ("http(s)",)
 _A_BRACE = re.compile(r"\b[aA] \{")
 # "a {x}" where x is always a consonant sound: python/typescript, a schedule field name.
 _FIXED_A = ("worker needs", "has a {field}")

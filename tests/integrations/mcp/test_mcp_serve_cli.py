@@ -328,7 +328,7 @@ def test_stdout_carries_only_json_rpc(tmp_path: Path) -> None:
     proc.stdout.close()
     assert proc.stderr is not None
     err = proc.stderr.read()
-    assert "codemode serve-mcp: 8 tools from 2 upstream(s)" in err
+    assert "codemode serve-mcp: 8 tools from 2 upstreams" in err
     # The tool whose schema cannot be represented is left out, by name, and the rest serve.
     assert 'skipped: MCP tool "odd": cannot import its schema: keyword "not"' in err
     proc.stderr.close()
