@@ -37,6 +37,7 @@ __all__ = [
     "BenchContext",
     "CodeMode",
     "Step",
+    "cpu_hog",
     "monty_pool",
     "run_child",
     "execute_run_code",
@@ -65,8 +66,11 @@ class BenchContext:
         peers: dict[str, str],
         step: Step | None = None,
         on_plan: Callable[[int], None] | None = None,
+        hog: int = 0,
     ) -> None:
         self.runs = runs
+        #: Busy processes to run beside the measurements that take them (``--hog``).
+        self.hog = hog
         self.quick = quick
         self.seed = seed
         self.peers = peers
@@ -160,7 +164,11 @@ async def execute_run_code(rt: ToolRuntime, agent: Any, call_id: str, program: s
         )
     )
     if result.is_error:
-        raise RuntimeError(f"run_code failed: {result.content}")
+        # Only the head of the text: a flooded run's error carries up to the output cap,
+        # and printing all of it would be measured as the host's cost.
+        first = result.content[0] if result.content else {}
+        head = str(first.get("text", ""))[:500] if isinstance(first, dict) else ""
+        raise RuntimeError(f"run_code failed: {head}")
     return result
 
 
@@ -256,6 +264,23 @@ def smolagents_executor(functions: dict[str, Callable[..., Any]]) -> Any:
 
 
 # -- fresh processes -----------------------------------------------------------------
+
+
+#: A busy loop that ends by itself once its parent (the bench) is gone.
+_HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
+
+
+@contextmanager
+def cpu_hog(processes: int) -> Iterator[None]:
+    """Run ``processes`` busy-looping Python processes for the duration (``--hog N``)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", _HOG]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait()
 
 
 def run_child(*args: str, timeout: float = 300) -> dict[str, Any]:

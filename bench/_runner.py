@@ -64,13 +64,15 @@ class BenchError(HarnessError, ValueError):
 
 
 class BenchOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """What to run: suite names (empty = all), repetitions, quick mode, seed, peers off."""
+    """What to run: suite names (empty = all), repetitions, quick mode, seed, peers off,
+    and ``hog``: busy processes to run beside the host-load measurements."""
 
     suites: tuple[str, ...] = ()
     runs: int | None = None
     quick: bool = False
     seed: int = 0
     no_peers: tuple[str, ...] = ()
+    hog: int = 0
 
 
 def resolve_suites(names: tuple[str, ...] | list[str]) -> list[str]:
@@ -86,6 +88,8 @@ def _check(options: BenchOptions) -> list[str]:
     names = resolve_suites(options.suites)
     if options.runs is not None and options.runs < 1:
         raise BenchError(f"--runs must be at least 1 (got {options.runs})")
+    if not 0 <= options.hog <= 64:
+        raise BenchError(f"--hog must be between 0 and 64 (got {options.hog})")
     known = (*PEER_MODULES, FLOOR)
     for peer in options.no_peers:
         if peer not in known:
@@ -131,6 +135,7 @@ def run_bench(options: BenchOptions, *, console: Console | None = None) -> Repor
                 peers=peers,
                 step=_stepper(progress, task, name),
                 on_plan=_planner(progress, task),
+                hog=options.hog,
             )
             started = time.perf_counter()
             try:

@@ -1,8 +1,12 @@
 """``host-load``: what hostile program data costs the *host* process. Each case runs one
 program through ``run_code`` (default ``Limits()``, a memory session) in a fresh child
 process and reports the largest delay of a 10 ms heartbeat on the host's event loop
-(target <= 100 ms), the peak RSS above the baseline taken after a warm-up run (target
-<= 1.5 GiB) and the RSS kept after the run."""
+(target <= 50 ms), the peak RSS above the baseline taken after a warm-up run and the RSS
+kept after the run. The RSS target is per case: the output cap + 16 MiB for an output
+flood, twice the argument's bytes for one huge argument, 1.5 GiB otherwise (issue 25).
+
+``codemode bench --hog N`` runs every case beside N busy processes (one per core
+saturates the machine): the lag target must hold while the cores are taken."""
 
 from __future__ import annotations
 
@@ -11,13 +15,18 @@ from typing import Any
 
 import anyio
 
-from ._common import BenchContext, CodeMode, run_child, tool
+from ._common import BenchContext, CodeMode, cpu_hog, run_child, tool
 from ._model import FLOOR, MONTY, SMOLAGENTS, Row, SuiteResult, Target
 
 DESCRIPTION = "host loop lag and RSS under hostile program data (fresh process per case)"
-LAG_TARGET_MS = 100.0
+LAG_TARGET_MS = 50.0
 RSS_TARGET_MIB = 1.5 * 1024
 MiB = 2**20
+
+MB = 10**6
+OUTPUT_CAP = 64 * MiB  # Limits().max_output_bytes
+BIG_ARG = 50 * MB
+BUSY_S = 1.5  # how long the hostile conversion hook spins
 
 PY_DEEP = "def deep(n):\n    v = 'leaf'\n    for _ in range(n):\n        v = [v]\n    return v\n"
 TS_DEEP = "function deep(n) { let v = 'leaf'; for (let i = 0; i < n; i++) v = [v]; return v }\n"
@@ -66,7 +75,46 @@ CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
         {"max_call_bytes": 4 * 2**30},
     ),
 }
-QUICK_CASES = ("depth cap (10,000) echoed", "10 MB wide object", "call storm to the limit")
+CASES.update(
+    {
+        "output flood to the cap": (
+            "while True:\n    print('A' * 10000)",
+            "while (true) console.log('A'.repeat(10000))",
+            {},
+        ),
+        "one 50 MB argument": (
+            f"return await tools.sink({{'blob': 'x' * {BIG_ARG}}})",
+            f"return await tools.sink({{blob: 'x'.repeat({BIG_ARG})}})",
+            {},
+        ),
+        "busy conversion hook": (
+            # items() of a dict subclass runs in the guest while it encodes the call.
+            "import time\nclass D(dict):\n    def items(self):\n"
+            f"        end = time.monotonic() + {BUSY_S}\n"
+            "        while time.monotonic() < end:\n            pass\n"
+            "        return super().items()\n"
+            "return await tools.sink(D(a=1))",
+            # A getter runs while the call is encoded (a toJSON method is refused uncalled).
+            f"const arg = {{get a() {{ const end = Date.now() + {BUSY_S * 1000:.0f}\n"
+            "  while (Date.now() < end) {}\n  return 1 }}\n"
+            "return await tools.sink(arg)",
+            {},
+        ),
+    }
+)
+#: case -> its peak-RSS target in MiB (the rest: ``RSS_TARGET_MIB``).
+RSS_TARGETS_MIB: dict[str, float] = {
+    "output flood to the cap": OUTPUT_CAP / MiB + 16,
+    "one 50 MB argument": 2 * BIG_ARG / MiB,
+}
+QUICK_CASES = (
+    "depth cap (10,000) echoed",
+    "10 MB wide object",
+    "call storm to the limit",
+    "output flood to the cap",
+    "one 50 MB argument",
+    "busy conversion hook",
+)
 
 
 async def _echo(args: Any) -> Any:
@@ -150,10 +198,22 @@ async def run(ctx: BenchContext) -> SuiteResult:
             "languages": langs,
             "lag_target_ms": LAG_TARGET_MS,
             "rss_target_mib": RSS_TARGET_MIB,
+            "rss_targets_mib": RSS_TARGETS_MIB,
+            "hog_processes": ctx.hog,
         },
     )
     ctx.plan(len(names) * len(langs))
     extra: list[Target] = []
+    with cpu_hog(ctx.hog):
+        await _measure(ctx, names, langs, result, extra)
+    result.targets.extend(extra)
+    result.peers = {p: "n/a: measures the codemode host only" for p in (MONTY, SMOLAGENTS, FLOOR)}
+    return result
+
+
+async def _measure(
+    ctx: BenchContext, names: list[str], langs: list[str], result: SuiteResult, extra: list[Target]
+) -> None:
     for name in names:
         for lang in langs:
             m = await anyio.to_thread.run_sync(run_child, "host-load", name, lang)
@@ -193,17 +253,15 @@ async def run(ctx: BenchContext) -> SuiteResult:
                     met=lag <= LAG_TARGET_MS,
                 )
             )
+            rss_target = RSS_TARGETS_MIB.get(name, RSS_TARGET_MIB)
             extra.append(
                 Target(
                     name=f"{name}: peak RSS above baseline",
                     subject=subject,
-                    target=RSS_TARGET_MIB,
+                    target=round(rss_target, 1),
                     unit="MiB",
                     measured=round(m["peak_mib"], 1),
-                    met=m["peak_mib"] <= RSS_TARGET_MIB,
+                    met=m["peak_mib"] <= rss_target,
                 )
             )
             ctx.step(f"{name} {lang}")
-    result.targets.extend(extra)
-    result.peers = {p: "n/a: measures the codemode host only" for p in (MONTY, SMOLAGENTS, FLOOR)}
-    return result

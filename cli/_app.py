@@ -672,6 +672,16 @@ def bench(
             help="Leave a peer out (reported as missing): pydantic-monty, smolagents, asyncio-floor.",
         ),
     ] = None,
+    hog: Annotated[
+        int,
+        typer.Option(
+            "--hog",
+            min=0,
+            max=64,
+            metavar="N",
+            help="Run host-load beside N busy processes (one per core keeps every core busy).",
+        ),
+    ] = 0,
 ) -> None:
     """Run the benchmark suites (installed with codemode) and print their numbers.
 
@@ -692,7 +702,12 @@ def bench(
     )
 
     options = BenchOptions(
-        suites=tuple(suite or ()), runs=runs, quick=quick, seed=seed, no_peers=tuple(no_peer or ())
+        suites=tuple(suite or ()),
+        runs=runs,
+        quick=quick,
+        seed=seed,
+        no_peers=tuple(no_peer or ()),
+        hog=hog,
     )
     if plot is not None:
         why = plot_available()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from .._arguments import refuse_unparsed
@@ -256,10 +257,18 @@ async def _run(code_mode: CodeMode, code_runtime: Any, program: str, outer: Tool
         raise failure
     logs = [*result.logs, *notes.lines]
     if result.error is not None:
-        message = f"code run failed ({result.error.kind}): {result.error.message}"
+        error = result.error
+        message = f"code run failed ({error.kind}): {error.message}"
         if logs:
-            message += "\nCaptured output:\n" + "\n".join(logs)
-        raise CodeRunFailedError(message, result.error.kind)
+            # One join builds the whole message (a flooded run's logs are up to the
+            # output cap: a join plus a concatenation was two such copies), and the logs
+            # are let go before the error is raised: its traceback keeps this frame.
+            message = "\n".join([message + "\nCaptured output:", *logs])
+            del logs, result
+            # The join held the loop for one copy of the logs; the failure result makes
+            # another: let other tasks run between the two.
+            await anyio.lowlevel.checkpoint()
+        raise CodeRunFailedError(message, error.kind)
     value: dict[str, Any] = {"logs": logs}
     if result.has_value:
         value["result"] = result.value

@@ -193,22 +193,25 @@ class HostBridge:
             return None
         return frame
 
-    def _decode_sealed(self, payload: bytes) -> HostFrame | None:
+    def _decode_sealed(self, box: list[bytes]) -> HostFrame | None:
         """``_decode`` plus a deep-frozen snapshot of the value (run in a worker thread).
 
+        ``box`` holds the payload, its only reference: a big one is taken out and let
+        go as soon as its value's bytes are copied out (``decode_host_frame_sliced_raw``),
+        so one huge argument is never held three times (payload, value bytes, value).
         A big payload is decoded in slices (``decode_host_frame_sliced``): msgspec holds
         the GIL for a whole call, so one call on 10 MB would stall the event loop as
         surely as decoding it there.
         """
         raw: bytes | None = None
-        if len(payload) > _INLINE_BYTES:
+        if len(box[0]) > _INLINE_BYTES:
             try:
-                sliced, raw = decode_host_frame_sliced_raw(payload, max_depth=self._max_depth)
+                sliced, raw = decode_host_frame_sliced_raw(box, max_depth=self._max_depth)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return None
             frame = None if isinstance(sliced, ReadyFrame) else sliced
         else:
-            frame = self._decode(payload)
+            frame = self._decode(box.pop())
         if isinstance(frame, CallFrame) and isinstance(frame.args, (dict, list)):
             try:
                 args = snapshot(frame.args)
@@ -275,13 +278,14 @@ class HostBridge:
         return _WAIT
 
     async def _deliver_heavy(self, on_frame: Callable[[HostFrame, int], None]) -> None:
-        payload = self._backlog.popleft()
+        box = [self._backlog.popleft()]
+        size = len(box[0])
         # abandon_on_cancel: a run settled meanwhile does not wait for the decode.
-        frame = await anyio.to_thread.run_sync(self._decode_sealed, payload, abandon_on_cancel=True)
+        frame = await anyio.to_thread.run_sync(self._decode_sealed, box, abandon_on_cancel=True)
         if frame is None:
             self._decode_failures += 1
         else:
-            on_frame(frame, len(payload))
+            on_frame(frame, size)
 
     async def pump(self, on_frame: Callable[[HostFrame, int], None]) -> None:
         """Hand every well-formed frame to ``on_frame``; return when the worker hangs up."""

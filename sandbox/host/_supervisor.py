@@ -500,7 +500,10 @@ class RunSupervisor:
 
     def _result(self) -> CodeRunResult:
         outcome = self._outcome or _Outcome("worker-exit", "worker exited before completing")
-        logs = list(self.ledger.logs)
+        # Handed over, not copied: the supervisor can outlive the run in a reference
+        # cycle (its tasks and callbacks), and a flooded run's logs are up to the whole
+        # output cap; the result must be their only holder.
+        logs, self.ledger.logs = self.ledger.logs, []
         if outcome.kind == "ok":
             if outcome.value is msgspec.UNSET:
                 return CodeRunResult(logs=logs)

@@ -33,6 +33,7 @@ __all__ = [
     "lock_down",
     "lock_down_server",
     "lock_down_worker",
+    "WORKER_NICE",
     "prepare",
     "remove_workdir",
 ]
@@ -46,6 +47,10 @@ _PR_SET_PDEATHSIG = 1
 _NOBODY = 65534
 _SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
+#: How far below the server's scheduling priority every worker runs (``nice`` units):
+#: at 10 a busy worker gets about a tenth of the CPU time of a nice-0 host thread it
+#: competes with (CFS weights 110 vs 1024).
+WORKER_NICE = 10
 
 
 class BoundarySpec(msgspec.Struct, frozen=True, rename="camel"):
@@ -298,6 +303,8 @@ def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown
 
     Address space, CPU time and open files (see ``apply_limits``), no processes
     or threads (the server must fork), the parent-death signal (never inherited),
+    a scheduling priority ``WORKER_NICE`` below the server's (the server itself stays at
+    the host's, so forking a replacement is not delayed),
     Landlock (a nested domain per worker, so its signal and socket scope excludes its
     siblings) and the worker's seccomp filter last, because it refuses ``setrlimit`` and
     ``prctl``.
@@ -323,6 +330,15 @@ def lock_down_worker(spec: BoundarySpec, parent_pid: int, server: ServerLockDown
         except (OSError, ValueError) as exc:
             notes.append(f"privilege drop failed: {exc}")
     _arm_parent_death(parent_pid, notes)
+    try:
+        # Below the host's priority: a program spinning (or a hostile conversion hook)
+        # on a machine whose cores are all busy must not take CPU time from the host's
+        # event loop, which serves every other run. Relative to the server's nice value,
+        # so a host that is itself niced keeps its workers below it; the kernel clamps
+        # at 19, and without CAP_SYS_NICE the worker can never lower it again.
+        os.nice(WORKER_NICE)
+    except OSError as exc:
+        notes.append(f"worker priority not lowered: {exc}")
     notes.extend(_deny_filesystem(server.chrooted))
     if spec.seccomp:
         try:

@@ -681,10 +681,16 @@ def decode_host_frame_sliced(payload: bytes, *, max_depth: int | None = None) ->
 
 
 def decode_host_frame_sliced_raw(
-    payload: bytes, *, max_depth: int | None = None
+    payload: bytes | list[bytes], *, max_depth: int | None = None
 ) -> tuple[Any, bytes | None]:
     """``decode_host_frame_sliced`` plus the value field's JSON bytes as received (None
-    when the frame has none or took the iterative path)."""
+    when the frame has none or took the iterative path).
+
+    ``payload`` may come in a one-item list holding its only reference: it is then let go
+    once a call's argument bytes are copied out, before they are decoded (a 50 MB
+    argument is held twice at most, not three times)."""
+    if isinstance(payload, list):
+        payload = payload.pop()
     try:
         wire = _sliced_decoder.decode(payload)
     except RecursionError:
@@ -693,14 +699,18 @@ def decode_host_frame_sliced_raw(
         return decode_frame(_host_decoder, payload, max_depth=max_depth), None
     if isinstance(wire, _CallWire):
         raw = bytes(wire.args)
+        ident, global_name, name = wire.id, wire.global_name, wire.name
+        del wire, payload  # ``wire.args`` is a view of the payload
         args = _value_or_marker(raw, max_depth)
-        frame = CallFrame(id=wire.id, global_name=wire.global_name, name=wire.name, args=args)
+        frame = CallFrame(id=ident, global_name=global_name, name=name, args=args)
         return frame, raw
     if isinstance(wire, _DoneWire):
         raw = bytes(wire.value)
+        error = wire.error
+        del wire, payload
         if not raw:
-            return DoneFrame(error=wire.error), None
-        return DoneFrame(value=_value_or_marker(raw, max_depth), error=wire.error), raw
+            return DoneFrame(error=error), None
+        return DoneFrame(value=_value_or_marker(raw, max_depth), error=error), raw
     return wire, None
 
 

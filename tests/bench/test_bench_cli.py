@@ -102,6 +102,7 @@ def test_check_exit_status_follows_the_targets_in_the_report() -> None:
         (["--suite", "nope"], "unknown suite 'nope' (choose from: startup, roundtrip, fanout"),
         (["--suite", "roundtrip", "--no-peer", "monty"], "unknown peer 'monty'"),
         (["--runs", "0"], "--runs"),
+        (["--hog", "65"], "--hog"),
     ],
 )
 def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str) -> None:
@@ -130,3 +131,36 @@ def test_the_benchmarks_scripts_are_thin_wrappers_over_the_suites() -> None:
     data = json.loads(proc.stdout)
     assert list(data["suites"]) == ["pipeline"]
     assert data["suites"]["pipeline"]["rows"]
+
+
+def _busy_children() -> set[int]:
+    """Pids of this process's children running the bench's busy loop."""
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except (OSError, ValueError):
+            continue
+        if ppid == os.getpid() and b"while os.getppid() == parent" in cmdline:
+            found.add(int(entry))
+    return found
+
+
+def test_the_cpu_hog_runs_n_busy_processes_and_kills_them() -> None:
+    from codemode.bench._common import cpu_hog
+
+    assert _busy_children() == set()
+    with cpu_hog(2):
+        running = _busy_children()
+        assert len(running) == 2
+        for pid in running:
+            with open(f"/proc/{pid}/stat") as handle:
+                assert handle.read().rsplit(")", 1)[1].split()[0] in {"R", "S"}
+    assert _busy_children() == set()
+    for pid in running:
+        assert not os.path.exists(f"/proc/{pid}")

@@ -218,3 +218,19 @@ async def test_a_memory_cap_below_the_template_refuses_every_run(runtime_cls: An
             assert result.error.message.startswith(
                 f"the memory cap ({16 * 2**20} bytes) is below what a worker maps at start ("
             ), result.error.message
+
+
+@pytest.mark.parametrize("runtime", [PythonRuntime, TypeScriptRuntime])
+async def test_workers_run_below_the_host_s_priority(runtime: type[ProcessRuntime]) -> None:
+    # A worker spinning on a machine whose cores are all busy must lose to the host's
+    # loop, not share with it; the server (which forks replacements) keeps the host's.
+    from codemode.sandbox.worker._boundary import WORKER_NICE
+
+    async with runtime(Limits(pool_size=1, max_compute_ms=3000)) as rt:
+        worker = await idle_worker(rt)
+        server = rt.processes().server_pid
+        host_nice = os.getpriority(os.PRIO_PROCESS, 0)
+        assert int(stat_fields(server)[16]) == host_nice
+        assert int(stat_fields(worker)[16]) == min(19, host_nice + WORKER_NICE)
+        # The run itself executes in such a worker (the pool hands over the idle one).
+        assert ok(await make_runner(rt)("return 1")) == 1

@@ -1,0 +1,141 @@
+"""The host stays flat under floods (issue 25, item 4): what a flooding or huge-argument
+program costs the host's memory, counted with ``tracemalloc`` (every allocation of the
+host process, the decode thread's included) around real runs of both guests.
+
+- An output flood to the cap: the host holds the logs once while it runs, the failure
+  message (which quotes them, as the reference requires) is one more copy, and the
+  runtime's result is the logs' only holder (freed with it, the cycle collector off).
+- One huge argument: its frame is held at most twice (received payload and decoded
+  value), never a third time as a separate copy of the value's bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sandbox_helpers import make_runner
+
+from codemode.engine import AbortController, ToolExecutionInput, ToolRuntime
+from codemode.sandbox import Limits, ProcessRuntime, PythonRuntime, TypeScriptRuntime
+
+pytestmark = pytest.mark.anyio
+
+MiB = 2**20
+CAP = 8 * MiB
+BIG = 8 * 10**6
+
+FLOOD = {
+    PythonRuntime: "while True:\n    print('A' * 10000)",
+    TypeScriptRuntime: "while (true) console.log('A'.repeat(10000))",
+}
+BIG_ARG = {
+    PythonRuntime: f"return await tools.size({{'blob': 'x' * {BIG}}})",
+    TypeScriptRuntime: f"return await tools.size({{blob: 'x'.repeat({BIG})}})",
+}
+RUNTIMES = [PythonRuntime, TypeScriptRuntime]
+
+
+@pytest.fixture
+def traced() -> Iterator[None]:
+    """``tracemalloc`` on and the cycle collector off: what is freed is freed by its
+    reference count, as soon as its last holder lets go."""
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        yield
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_a_flood_s_logs_live_only_as_long_as_its_result(
+    runtime: type[ProcessRuntime], traced: None
+) -> None:
+    async with runtime(Limits(pool_size=1, max_output_bytes=CAP)) as rt:
+        run = make_runner(rt)
+        await run("return 1")
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = await run(FLOOD[runtime])
+        assert result.error is not None and result.error.kind == "output-limit"
+        kept = sum(len(entry) for entry in result.logs)
+        assert CAP - 20_000 < kept <= CAP
+        current, peak = tracemalloc.get_traced_memory()
+        # The logs once, plus frame buffers: never a second copy of them.
+        assert peak - before < CAP + 2 * MiB
+        assert current - before > CAP - 20_000
+        del result
+        # The supervisor handed its logs over: nothing else holds them (before, it
+        # kept them until the cycle collector ran).
+        assert tracemalloc.get_traced_memory()[0] - before < MiB
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_a_flood_through_run_code_costs_two_copies_at_most(
+    runtime: type[ProcessRuntime], traced: None
+) -> None:
+    async with runtime(Limits(pool_size=1, max_output_bytes=CAP)) as code_runtime:
+        rt = ToolRuntime(mode="code", code_runtime=code_runtime)
+        scope = rt.scope("flood")
+
+        async def execute(program: str) -> Any:
+            return await rt.execute(
+                ToolExecutionInput(
+                    call_id="flood",
+                    name="run_code",
+                    arguments={"code": program, "description": "flood"},
+                    signal=AbortController().signal,
+                    agent=scope,
+                )
+            )
+
+        assert not (await execute("return 1")).is_error
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = await execute(FLOOD[runtime])
+        assert result.is_error
+        text = result.content[0]["text"]
+        assert text.startswith("Error: code run failed (output-limit): outer output exceeded")
+        assert "\nCaptured output:\nAAAA" in text and len(text) > CAP - 20_000
+        peak = tracemalloc.get_traced_memory()[1]
+        # The logs and the message quoting them, then the message and the result's
+        # "Error: ..." text: two copies at any time (it was three: the join, the
+        # concatenation and the result's text, with the logs still alive).
+        assert peak - before < 2 * CAP + 2 * MiB
+        del result, text
+        # The run's context is kept in a cycle (the sub-dispatch driver and its worker
+        # callbacks) until the collector runs; then nothing of the flood is left.
+        gc.collect()
+        assert tracemalloc.get_traced_memory()[0] - before < MiB
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_one_huge_argument_is_held_twice_at_most(
+    runtime: type[ProcessRuntime], traced: None
+) -> None:
+    sizes: list[int] = []
+
+    async def size(args: Any) -> Any:
+        sizes.append(len(args["blob"]))
+        return len(args["blob"])
+
+    async with runtime(Limits(pool_size=1)) as rt:
+        run = make_runner(rt)
+        await run("return 1")
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = await run(BIG_ARG[runtime], tools={"size": size})
+        assert result.error is None, result.error
+        assert result.value == BIG and sizes == [BIG]
+        peak = tracemalloc.get_traced_memory()[1]
+        # The received payload and the decoded string (a separate copy of the value's
+        # JSON bytes made it three).
+        assert peak - before < 2 * BIG + MiB
+        del result
+        assert tracemalloc.get_traced_memory()[0] - before < MiB
