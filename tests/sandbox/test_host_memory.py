@@ -8,6 +8,7 @@ import socket
 import threading
 
 import anyio
+import anyio.lowlevel
 import pytest
 from sandbox_helpers import make_runner, ok
 
@@ -87,5 +88,5 @@ async def test_the_pool_trims_the_heap_as_runs_end() -> None:
                 assert ok(await run(f"return {i}")) == i
         # A completed run's worker is released one loop turn after the caller has the
         # result (scheduled before this yield, so it has run when the yield returns).
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         assert trimmer.trims == 1
