@@ -28,15 +28,6 @@ def main() -> None:
             version = "unknown"
         sys.stdout.write(f"codemode {version}\n")
         return
-    import atexit
-    import gc
-
-    # Registered first, so it runs last, after every cleanup handler (kills, log flushes):
-    # the interpreter's final collections then skip the heap the command built (the model
-    # SDK's and our schemas: ~110 ms of every ``codemode agent`` exit, measured). Objects
-    # are still freed by reference counting; only garbage cycles left at exit go
-    # uncollected, and the CLI closes its files and sessions explicitly before this.
-    atexit.register(gc.freeze)
     from ._app import main as app_main
 
     app_main()
