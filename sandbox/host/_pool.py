@@ -11,6 +11,7 @@ which kills and reaps any worker still alive.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import select
@@ -113,6 +114,16 @@ class Worker:
             os.close(self.pidfd)
             self.pidfd = None
 
+    def __del__(self) -> None:
+        # The last resort of a worker nobody released (a loop closed with its release
+        # still queued): no process and no descriptor outlives the object.
+        try:
+            if self.sock.fileno() != -1:
+                self.kill()
+                self.close()
+        except Exception:  # interpreter teardown: nothing left to report to
+            pass
+
 
 class WorkerPool:
     """Keeps ``size`` warm workers; see module docstring."""
@@ -146,6 +157,8 @@ class WorkerPool:
         self._closed = False
         self._logged_notes: set[str] = set()
         self.stats = PoolStats()
+        # Workers of completed runs whose release is scheduled (``release_soon``).
+        self._releasing: set[Worker] = set()
         # Freed C heap back to the system every so many runs (see ``_memory``).
         self.trimmer = _memory.HeapTrimmer()
 
@@ -182,6 +195,8 @@ class WorkerPool:
             worker = self._idle.popleft()
             worker.kill()
             worker.close()
+        for worker in list(self._releasing):
+            self.release(worker)
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
         with anyio.CancelScope(shield=True):
@@ -228,6 +243,20 @@ class WorkerPool:
         self._want.set()
         self.stats.cold_checkouts += 1
         return await self._spawn()
+
+    def release(self, worker: Worker) -> None:
+        """A checked-out worker's run is over: kill it, free its descriptors, refill."""
+        self._releasing.discard(worker)
+        worker.kill()
+        worker.close()
+        self.run_ended()
+
+    def release_soon(self, worker: Worker, loop: asyncio.AbstractEventLoop) -> None:
+        """``release`` on the loop's next turn (after the caller has its result); a pool
+        that closes first, or a loop that closes first, still releases it (``aclose``,
+        ``Worker.__del__``)."""
+        self._releasing.add(worker)
+        loop.call_soon(self.release, worker)
 
     def run_ended(self) -> None:
         """A checked-out worker's run is over: refill the pool now.

@@ -108,13 +108,6 @@ class _Outcome(msgspec.Struct):
     value: Any = msgspec.UNSET
 
 
-def _release(worker: Worker, pool: WorkerPool) -> None:
-    """Kill a run's worker, free its descriptors and let the pool refill."""
-    worker.kill()
-    worker.close()
-    pool.run_ended()
-
-
 class RunSupervisor:
     """Supervises one run: one ``CodeRunRequest`` on one worker; see module docstring."""
 
@@ -207,9 +200,9 @@ class RunSupervisor:
                     # for this kill (``WorkerBridge.linger``): sent right after the caller
                     # has its result, its signal delivery is off every run's latency.
                     # (A loop that closes first drops the callback; the linger is bounded.)
-                    self._loop.call_soon(_release, worker, pool)
+                    pool.release_soon(worker, self._loop)
                 else:
-                    _release(worker, pool)
+                    pool.release(worker)
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
         if self._relay_crash is not None:
