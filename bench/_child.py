@@ -58,7 +58,6 @@ def _rss_bytes() -> int:
 
 async def _rss(subject: str, warm: int, runs: int) -> dict[str, Any]:
     """Host RSS growth per 1,000 runs of ``return 1`` (runtime alone: no session log)."""
-    import gc
 
     from ._model import MONTY, OURS_PY, OURS_TS
 
@@ -70,7 +69,7 @@ async def _rss(subject: str, warm: int, runs: int) -> dict[str, Any]:
             async def once() -> Any:
                 return await run_direct(runtime, "return 1")
 
-            return await _grow(once, warm, runs, gc.collect)
+            return await _grow(once, warm, runs)
     if subject == MONTY:
         import pydantic_monty
 
@@ -80,19 +79,21 @@ async def _rss(subject: str, warm: int, runs: int) -> dict[str, Any]:
                 async with monty.checkout() as session:
                     return await session.feed_run("1")
 
-            return await _grow(once, warm, runs, gc.collect)
+            return await _grow(once, warm, runs)
     raise SystemExit(f"unknown subject {subject!r}")
 
 
-async def _grow(once: Any, warm: int, runs: int, collect: Any) -> dict[str, Any]:
+async def _grow(once: Any, warm: int, runs: int) -> dict[str, Any]:
+    import gc
+
     for _ in range(warm):
         await once()
-    collect()
+    gc.collect()
     before = _rss_bytes()
     for _ in range(runs):
         if await once() != 1:
             raise SystemExit("`return 1` gave something else")
-    collect()
+    gc.collect()
     grown = _rss_bytes() - before
     return {"kb_per_1000": grown / 1024 * 1000 / runs, "grown_kb": grown / 1024}
 

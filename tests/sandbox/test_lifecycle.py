@@ -203,6 +203,17 @@ async def test_processes_lists_the_ready_spares() -> None:
         assert procs.idle_pids[0] not in rt.processes().idle_pids
 
 
+async def _gone(pid: int) -> None:
+    """Wait (bounded) until ``pid`` no longer exists: killed and reaped."""
+    with anyio.fail_after(10):
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            await anyio.sleep(0.005)
+
+
 async def test_a_completed_runs_worker_is_killed_once_the_caller_has_its_result() -> None:
     async with PythonRuntime(Limits(pool_size=1)) as rt:
         with anyio.fail_after(30):
@@ -211,13 +222,7 @@ async def test_a_completed_runs_worker_is_killed_once_the_caller_has_its_result(
         run = make_runner(rt)
         assert ok(await run("return 1")) == 1
         # Released one loop turn after the result: then gone (killed and reaped).
-        with anyio.fail_after(10):
-            while True:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                await anyio.sleep(0.005)
+        await _gone(pid)
 
 
 async def test_closing_the_runtime_releases_a_worker_whose_release_is_queued() -> None:
@@ -233,10 +238,4 @@ async def test_closing_the_runtime_releases_a_worker_whose_release_is_queued() -
         # in between) must not leave it behind.
         assert [w.pid for w in pool._releasing] == [pid]
     assert pool._releasing == set()
-    with anyio.fail_after(10):
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await anyio.sleep(0.005)
+    await _gone(pid)
