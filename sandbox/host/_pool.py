@@ -11,7 +11,6 @@ which kills and reaps any worker still alive.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import select
@@ -115,8 +114,8 @@ class Worker:
             self.pidfd = None
 
     def __del__(self) -> None:
-        # The last resort of a worker nobody released (a loop closed with its release
-        # still queued): no process and no descriptor outlives the object.
+        # The last resort of a worker nobody released: no process and no descriptor
+        # outlives the object.
         try:
             if self.sock.fileno() != -1:
                 self.kill()
@@ -157,8 +156,6 @@ class WorkerPool:
         self._closed = False
         self._logged_notes: set[str] = set()
         self.stats = PoolStats()
-        # Workers of completed runs whose release is scheduled (``release_soon``).
-        self._releasing: set[Worker] = set()
         # Freed C heap back to the system every so many runs (see ``_memory``).
         self.trimmer = _memory.HeapTrimmer()
 
@@ -195,8 +192,6 @@ class WorkerPool:
             worker = self._idle.popleft()
             worker.kill()
             worker.close()
-        for worker in list(self._releasing):
-            self.release(worker)
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
         with anyio.CancelScope(shield=True):
@@ -246,17 +241,9 @@ class WorkerPool:
 
     def release(self, worker: Worker) -> None:
         """A checked-out worker's run is over: kill it, free its descriptors, refill."""
-        self._releasing.discard(worker)
         worker.kill()
         worker.close()
         self.run_ended()
-
-    def release_soon(self, worker: Worker, loop: asyncio.AbstractEventLoop) -> None:
-        """``release`` on the loop's next turn (after the caller has its result); a pool
-        that closes first, or a loop that closes first, still releases it (``aclose``,
-        ``Worker.__del__``)."""
-        self._releasing.add(worker)
-        loop.call_soon(self.release, worker)
 
     def run_ended(self) -> None:
         """A checked-out worker's run is over: refill the pool now.

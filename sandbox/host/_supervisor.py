@@ -192,17 +192,8 @@ class RunSupervisor:
                 await self._end_relays()
             finally:
                 dispose()
-            worker = self.worker
-            if worker is not None:
-                outcome = self._outcome
-                if outcome is not None and outcome.kind == "ok" and self._loop is not None:
-                    # The program completed and its worker waits, blocked and confined,
-                    # for this kill (``WorkerBridge.linger``): sent right after the caller
-                    # has its result, its signal delivery is off every run's latency.
-                    # (A loop that closes first drops the callback; the linger is bounded.)
-                    pool.release_soon(worker, self._loop)
-                else:
-                    pool.release(worker)
+            if self.worker is not None:
+                pool.release(self.worker)
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
         if self._relay_crash is not None:
