@@ -267,20 +267,31 @@ def smolagents_executor(functions: dict[str, Callable[..., Any]]) -> Any:
 
 
 #: A busy loop that ends by itself once its parent (the bench) is gone.
-_HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
+_HOG = (
+    "import os\nparent = os.getppid()\nos.write(1, b'r')\nwhile os.getppid() == parent:\n    pass\n"
+)
 
 
 @contextmanager
 def cpu_hog(processes: int) -> Iterator[None]:
     """Run ``processes`` busy-looping Python processes for the duration (``--hog N``)."""
-    hogs = [subprocess.Popen([sys.executable, "-c", _HOG]) for _ in range(processes)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", _HOG], stdout=subprocess.PIPE)
+        for _ in range(processes)
+    ]
     try:
+        # Each hog says when it spins: what is measured next runs beside all of them.
+        for hog in hogs:
+            assert hog.stdout is not None
+            hog.stdout.read(1)
         yield
     finally:
         for hog in hogs:
             hog.kill()
         for hog in hogs:
             hog.wait()
+            if hog.stdout is not None:
+                hog.stdout.close()
 
 
 def run_child(*args: str, timeout: float = 300) -> dict[str, Any]:
