@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from ..sandbox.host._forkserver_client import worker_interpreter
 from ._common import (
     GUESTS,
     BenchContext,
@@ -31,8 +32,9 @@ RSS_CASE = "host RSS growth per 1,000 runs"
 #: Warm-up runs, then measured runs, of ``return 1`` in a fresh process per sample.
 RSS_RUNS = ("200", "1000")
 COLD_FLOOR_NOTE = (
-    "a fresh `python -I -c 'import asyncio, msgspec'` from spawn to exit: the interpreter "
-    "and the imports every worker needs, without a sandbox"
+    "a fresh `python -I -S -c 'import asyncio, msgspec'` (the fork server's start: its "
+    "sys.path, no ssl) from spawn to exit: the interpreter and the imports every worker "
+    "needs, without a sandbox"
 )
 FORK_NOTE = (
     "plain os.fork() of a process with the fork server's imports; child makes a loop, "
@@ -158,7 +160,7 @@ def _interpreter_cold() -> float:
     """One fresh interpreter importing asyncio and msgspec, spawn to exit, in ms."""
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-I", "-c", "import asyncio, msgspec"],
+        worker_interpreter("import asyncio, msgspec\n"),
         capture_output=True,
         check=False,
         timeout=120,

@@ -10,7 +10,10 @@ that no report can arrive for a pid nobody is watching.
 from __future__ import annotations
 
 import array
+import functools
+import importlib.util
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -27,18 +30,86 @@ from ..worker._forkserver import Exited, Forked, ForkFailed, ForkRequest, Hello,
 from ..worker._frames import FrameBuffer, encode_frame
 from . import _memory
 
-__all__ = ["ExitBox", "ForkServerClient", "ForkServerError"]
+__all__ = ["ExitBox", "ForkServerClient", "ForkServerError", "worker_interpreter"]
 
 _log = logging.getLogger("sandbox")
 
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 10.0
 
-# A plain import: ``-I`` keeps the working directory and the user's site off ``sys.path``
-# but not the install's site-packages, where ``codemode`` lives. ``codemode`` and
-# ``codemode.sandbox`` load their public names lazily, so this pulls in the worker side
-# only (no anyio, no engine); ``tests/sandbox/test_worker_imports.py`` checks it.
-_BOOT = "import sys\nfrom codemode.sandbox.worker._forkserver import main\nmain(sys.argv[1])\n"
+# The server starts with ``-I -S``: no site module, so no ``.pth`` processing (an editable
+# install's finder pulls in pathlib and importlib.util: ~13 ms of every cold start on two
+# cores). What site would have put on ``sys.path`` is passed instead, narrowed to what the
+# worker side imports: the directories of its third-party modules (``P`` arguments) and,
+# for ``codemode`` and ``codemode.sandbox``, where each package's directory sits (``M``
+# arguments, found by a two-name meta-path finder, so an editable layout works too).
+# ``ssl`` is made unimportable: asyncio imports it when it can (~5 ms: ``_ssl`` and
+# OpenSSL) and does without it when it cannot, and nothing in a worker has a network.
+# ``codemode`` and ``codemode.sandbox`` load their public names lazily, so this pulls in
+# the worker side only (no anyio, no engine); ``tests/sandbox/test_worker_imports.py``
+# checks it.
+_PRELUDE = """\
+import sys
+from importlib.machinery import PathFinder
+_at = {}
+for _arg in sys.argv[2:]:
+    if _arg[0] == "P":
+        sys.path.append(_arg[1:])
+    else:
+        _name, _, _dir = _arg[1:].partition("=")
+        _at[_name] = _dir
+class _Packages:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        where = _at.get(name)
+        return None if where is None else PathFinder.find_spec(name, [where])
+sys.meta_path.insert(0, _Packages)
+sys.modules["ssl"] = None
+"""
+_SERVER_MAIN = "from codemode.sandbox.worker._forkserver import main\nmain(sys.argv[1])\n"
+
+
+def worker_interpreter(code: str, argument: str = "") -> list[str]:
+    """The command that runs ``code`` the way the fork server starts: ``-I -S``, the
+    worker side's ``sys.path``, no ``ssl``; ``argument`` is its ``sys.argv[1]``. (The
+    bench times ``import asyncio, msgspec`` this way as the floor of a cold start.)"""
+    return [
+        sys.executable, "-I", "-S", "-B", "-X", "utf8", "-c", _PRELUDE + code,
+        argument, *_boot_arguments(),
+    ]  # fmt: skip
+
+
+# Third-party modules the worker side imports (the TypeScript guest's are optional).
+_WORKER_DEPENDENCIES = (
+    "msgspec", "RestrictedPython", "quickjs", "_quickjs", "tree_sitter", "tree_sitter_typescript",
+)  # fmt: skip
+
+
+@functools.cache
+def _boot_arguments() -> tuple[str, ...]:
+    """The ``P``/``M`` arguments of ``_PRELUDE`` for this installation (computed once)."""
+    import codemode
+    import codemode.sandbox
+
+    paths: list[str] = []
+    for name in _WORKER_DEPENDENCIES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or spec.origin is None:
+            continue
+        if spec.submodule_search_locations:  # a package: its parent directory
+            where = os.path.dirname(next(iter(spec.submodule_search_locations)))
+        else:
+            where = os.path.dirname(spec.origin)
+        if where not in paths:
+            paths.append(where)
+    packages = [
+        f"M{module.__name__}={os.path.dirname(next(iter(module.__path__)))}"
+        for module in (codemode, codemode.sandbox)
+    ]
+    return (*(f"P{path}" for path in paths), *packages)
 
 
 # Bridge socket buffers. The default (~208 KiB) cut a 1 MB argument or result into five
@@ -138,10 +209,7 @@ class ForkServerClient:
             preload=self._preload,
             warm_options=self._warm_options,
         )
-        command = [
-            sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOT,
-            msgspec.json.encode(config).decode(),
-        ]  # fmt: skip
+        command = worker_interpreter(_SERVER_MAIN, msgspec.json.encode(config).decode())
         try:
             self._process = await anyio.open_process(
                 command,

@@ -12,7 +12,6 @@ allocates exactly that much; ``malloc_trim`` every so many runs returns what is 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import socket
 import threading
 from collections.abc import Callable
@@ -54,7 +53,9 @@ def recv(sock: socket.socket) -> bytes:
 def _load_trim() -> Callable[[int], int] | None:
     # glibc only (musl and others have no malloc_trim: nothing to do there).
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        # The process's own symbols hold libc's: ``find_library`` would spawn
+        # ``ldconfig -p`` (milliseconds of every cold start) to name the same library.
+        libc = ctypes.CDLL(None)
         trim = libc.malloc_trim
     except (OSError, AttributeError):
         return None

@@ -1,7 +1,9 @@
 """The fork server and its workers load the worker side only.
 
-The fork server boots with a plain ``from codemode.sandbox.worker._forkserver import main``;
-``codemode`` and ``codemode.sandbox`` load their public names lazily, so nothing host-side
+The fork server boots with ``-I -S`` (no site module: its ``sys.path`` and the two
+``codemode`` package locations are passed by the host) and a plain
+``from codemode.sandbox.worker._forkserver import main``; ``codemode`` and
+``codemode.sandbox`` load their public names lazily, so nothing host-side
 (anyio, the engine, ``codemode.sandbox.host``) may end up in a worker. A worker is a fork
 of the server, so its ``sys.modules`` on entry is the server's, plus what the guest loaded.
 """
@@ -61,3 +63,22 @@ async def test_worker_holds_the_worker_side(runtime_with_raw: PythonRuntime) -> 
     request = CodeRunRequest(program, bindings(), AbortController().signal)
     with anyio.fail_after(30):
         assert ok(await runtime_with_raw._run_guest(request, "raw")) is True
+
+
+async def test_server_boots_without_site_and_without_ssl(runtime_with_raw: PythonRuntime) -> None:
+    # ``site`` (``.pth`` files, an editable install's finder) and ``ssl`` (which asyncio
+    # imports when it can) were a fifth of every cold start; neither is a worker's need.
+    program = (
+        "import sys\n"
+        "result = [sys.flags.no_site, 'site' in sys.modules, sys.modules.get('ssl', 0),"
+        " '_ssl' in sys.modules, 'msgspec' in sys.modules]\n"
+    )
+    request = CodeRunRequest(program, bindings(), AbortController().signal)
+    with anyio.fail_after(30):
+        assert ok(await runtime_with_raw._run_guest(request, "raw")) == [
+            1,
+            False,
+            None,
+            False,
+            True,
+        ]
