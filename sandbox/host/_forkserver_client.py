@@ -211,22 +211,22 @@ class ForkServerClient:
         )
         command = worker_interpreter(_SERVER_MAIN, msgspec.json.encode(config).decode())
         try:
-            self._process = await anyio.open_process(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=None,
-                env={},
-                pass_fds=[server.fileno()],
-                # A terminal's Ctrl-C goes to its whole foreground process group; the
-                # server must not get it (it would die with a traceback mid-teardown).
-                # The host stops it by closing the control socket; its parent-death
-                # signal covers a host that dies without doing so.
-                start_new_session=True,
-            )
-        finally:
-            server.close()
-        try:
+            try:
+                self._process = await anyio.open_process(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=None,
+                    env={},
+                    pass_fds=[server.fileno()],
+                    # A terminal's Ctrl-C goes to its whole foreground process group;
+                    # the server must not get it (it would die with a traceback
+                    # mid-teardown). The host stops it by closing the control socket;
+                    # its parent-death signal covers a host that dies without doing so.
+                    start_new_session=True,
+                )
+            finally:
+                server.close()
             with anyio.move_on_after(_START_TIMEOUT):
                 while True:
                     frames = await self._read()
@@ -237,8 +237,10 @@ class ForkServerClient:
                         self.pid, self.notes, self.alive = hello.pid, hello.notes, True
                         break
         except BaseException:
-            # Cancelled while the server boots (Ctrl-C right after start): stop it now
-            # rather than leave it to the parent-death signal.
+            # Cancelled or failed while the server boots (Ctrl-C right after start, a
+            # pool closing under a refill, a spawn that failed): the control socket is
+            # closed and the server stopped now, whatever step was reached (a cancelled
+            # spawn once left the socket to the garbage collector).
             await self.aclose()
             raise
         if not self.alive:

@@ -264,6 +264,9 @@ class WorkerPool:
                 return server
             if server is not None:
                 await server.aclose()
+            if self._closed:
+                # A refill that began as the pool closed: no new server for it.
+                raise ForkServerError("the worker pool is closed")
             assert self._tg is not None
             server = ForkServerClient(
                 guests=self._guests,

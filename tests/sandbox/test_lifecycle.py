@@ -223,3 +223,30 @@ async def test_a_completed_runs_worker_is_killed_once_the_caller_has_its_result(
         assert ok(await run("return 1")) == 1
         # Released as the run ends: then gone (killed and reaped).
         await _gone(pid)
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.002, 0.02])
+async def test_a_server_start_cancelled_at_any_step_leaves_no_descriptor_or_process(
+    after_s: float,
+) -> None:
+    # A refill that starts a fork server as its pool closes is cancelled mid-start:
+    # before the spawn, during it, or while the server boots. Each time the control
+    # socket is closed at once (it was once left to the garbage collector, surfacing as
+    # an unclosed-socket ResourceWarning in whatever test ran when it was collected).
+    from codemode.sandbox.host._forkserver_client import ForkServerClient
+    from codemode.sandbox.worker._boundary import BoundarySpec
+
+    before_fds, before_children = open_fds(), child_pids()
+    client = ForkServerClient(
+        guests={"python": "codemode.sandbox.python._guest"},
+        boundary=BoundarySpec(memory_bytes=1 << 30, cpu_seconds=10),
+        preload=["codemode.sandbox.python._guest"],
+    )
+    async with anyio.create_task_group() as tg:
+        with anyio.move_on_after(after_s) as scope:
+            await client.start(tg)
+        if not scope.cancelled_caught:  # pragma: no cover - a server faster than 20 ms
+            await client.aclose()
+    assert client._sock is None
+    assert open_fds() <= before_fds
+    assert child_pids() <= before_children
