@@ -102,6 +102,7 @@ def test_guest_is_usable_for_reporting_after_running_out() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(240)  # sixty memory-filling runs: over a minute on a loaded machine
 def test_running_out_is_memory_every_time_not_sometimes_an_internal_error() -> None:
     # Now and then QuickJS runs out while building its own error, and the InternalError it
     # throws has no message; that used to read as a plain exception ("InternalError").
