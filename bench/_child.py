@@ -98,25 +98,24 @@ async def _grow(once: Any, warm: int, runs: int) -> dict[str, Any]:
     return {"kb_per_1000": grown / 1024 * 1000 / runs, "grown_kb": grown / 1024}
 
 
-def _fork_once(pause: float, make_loop: bool) -> float:
-    """One fresh child: fork, its ``ready``, then one run/done round trip; in seconds.
+# The floor of a fresh process per run, forked from a process that starts as the fork
+# server does (``-I -S``, its ``sys.path``, no ``ssl``) and holds what it holds when it
+# forks: the worker side's imports, the Python guest warmed and its run template built,
+# the GC frozen. Each child makes the event loop a worker needs, reports ready and
+# answers one round trip: no lock-down, no guest run. ``sys.argv[1]``: "SAMPLES PAUSE".
+_FORK_FLOOR = """\
+import asyncio, gc, json, os, signal, socket, time
+from codemode.sandbox.worker import _forkserver
+from codemode.sandbox.python import _guest
 
-    ``pause`` > 0 (warm start): the child is forked, reports ready and idles ``pause``
-    seconds before the timed round trip, as a pooled worker does; 0 (back-to-back):
-    fork, ready and round trip are all timed.
-    """
-    import asyncio
-    import signal
-    import socket
-
+def once(pause):
     host, child = socket.socketpair()
     start = time.perf_counter()
     pid = os.fork()
-    if pid == 0:  # the child: nothing but what a worker cannot do without
+    if pid == 0:
         try:
             host.close()
-            if make_loop:
-                asyncio.new_event_loop()
+            asyncio.new_event_loop()
             child.send(b"r")
             child.recv(1)
             child.send(b"d")
@@ -126,31 +125,45 @@ def _fork_once(pause: float, make_loop: bool) -> float:
     child.close()
     try:
         host.recv(1)
-        if pause:
+        if pause:  # warm: forked and ready ahead, as a pooled worker is
             time.sleep(pause)
             start = time.perf_counter()
         host.send(b"x")
         host.recv(1)
-        return time.perf_counter() - start
+        return (time.perf_counter() - start) * 1e3
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         host.close()
 
+samples, pause = sys.argv[1].split()
+_guest.warm()
+loop = asyncio.new_event_loop()
+_guest.prepare_template(loop)
+loop.close()
+gc.freeze()
+warm = [once(float(pause)) for _ in range(int(samples))]
+b2b = [once(0.0) for _ in range(int(samples))]
+print(json.dumps({"warm": warm, "b2b": b2b}))
+"""
+
 
 def _fork_floor(samples: int, pause: float) -> dict[str, Any]:
-    """``fork-floor``: warm and back-to-back of a plain fork of this process, which has
-    the fork server's imports and the Python guest's warm-up."""
-    import gc
+    """``fork-floor``: warm and back-to-back of a plain fork per run (see ``_FORK_FLOOR``)."""
+    import subprocess
 
-    from ..sandbox.python import _guest
-    from ..sandbox.worker import _forkserver  # noqa: F401  (the server's import set)
+    from ..sandbox.host._forkserver_client import worker_interpreter
 
-    _guest.warm()
-    gc.freeze()
-    warm = [_fork_once(pause, True) * 1e3 for _ in range(samples)]
-    b2b = [_fork_once(0.0, True) * 1e3 for _ in range(samples)]
-    return {"warm": warm, "b2b": b2b}
+    done = subprocess.run(
+        worker_interpreter(_FORK_FLOOR, f"{samples} {pause}"),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"fork floor failed: {done.stderr[-1500:]}")
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def main(argv: list[str]) -> None:
