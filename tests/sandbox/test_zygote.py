@@ -133,6 +133,18 @@ async def test_runs_share_nothing_though_workers_copy_one_template(
             assert ok(await run(read)) == "clean"
 
 
+async def test_the_typescript_pre_fault_leaves_the_run_s_context_untouched() -> None:
+    # A spare pre-faults by running a program of its own in a throwaway context, never
+    # in the one its run gets: nothing of it (its names, its log line) reaches a run.
+    async with TypeScriptRuntime(Limits(pool_size=1)) as rt:
+        run = make_runner(rt)
+        for _ in range(3):
+            await anyio.sleep(0.05)  # the spare is ready and pre-faulted
+            result = await run("return [typeof d, globalThis.d === undefined]")
+            assert ok(result) == ["undefined", True]
+            assert result.logs == []
+
+
 # -- the split seccomp program ----------------------------------------------------------
 
 
