@@ -437,10 +437,23 @@ async def test_abort_mid_stream_keeps_the_session(workspace: Path, tmp_path: Pat
         host = Host(_native(workspace, tmp_path), tmp_path / "s.db", server)
         async with host.agent() as agent:
             controller = AbortController()
+            # The abort comes once the agent has the streamed text, not merely once the
+            # server wrote it (on a loaded machine the client may not have read it yet).
+            streamed = anyio.Event()
+            previous = agent.on_event
+
+            def on_event(event: Any) -> None:
+                if event.get("type") == "text":
+                    streamed.set()
+                if previous is not None:
+                    previous(event)
+
+            agent.on_event = on_event
             async with anyio.create_task_group() as tg:
 
                 async def stop_when_held() -> None:
                     await anyio.to_thread.run_sync(server.holding.wait)
+                    await streamed.wait()
                     controller.abort("user interrupt")
 
                 tg.start_soon(stop_when_held)
