@@ -123,6 +123,11 @@ class ToolExecution:
 
     def _freeze(self) -> None:
         object.__setattr__(self, "_frozen", True)
+        # The canonical marks are read only before this stage (normalise, post-execute):
+        # let go of them, so the final result is not kept alive by this context. A
+        # ``run_code`` context is held by its sub-dispatch driver's reference cycle until
+        # the cycle collector runs, and a flooded run's result is up to twice the cap.
+        object.__setattr__(self, "_canonical", [])
 
     @property
     def frozen(self) -> bool:
