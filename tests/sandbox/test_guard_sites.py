@@ -449,3 +449,29 @@ def test_a_library_object_in_a_group_takes_the_guards_every_time() -> None:
         "for i in range(5):\n    v = (f.numerator, f.denominator)\n"
     )
     assert counted.calls == {"_getattr_": 10}
+
+
+def test_the_policy_s_tree_copy_is_deep_and_keeps_locations_and_markers() -> None:
+    # Guard sites compile a statement twice (its plain and its guarded form) from a copy
+    # of it: the copy must be the same tree, locations and the policy's markers included,
+    # and share no node (but the stateless contexts) with the original.
+    import ast
+
+    from codemode.sandbox.python._policy import _copy_tree
+
+    source = (
+        "class P:\n    def m(self, d):\n        self.x += d['k'][0]\n"
+        "        return [f'{v!r:>3}' for v in (self.x, *d)]\n"
+    )
+    tree = ast.parse(source)
+    target = tree.body[0].body[0].body[0]  # type: ignore[attr-defined]
+    target._cm_marker = True
+    copied = _copy_tree(tree)
+    assert ast.dump(copied, include_attributes=True) == ast.dump(tree, include_attributes=True)
+    originals = {id(n) for n in ast.walk(tree) if not isinstance(n, ast.expr_context)}
+    assert not originals & {id(n) for n in ast.walk(copied)}
+    assert copied.body[0].body[0].body[0]._cm_marker is True  # type: ignore[attr-defined]
+    copied.body[0].body[0].body[0].target.attr = "y"  # type: ignore[attr-defined]
+    assert target.target.attr == "x"
+    assert [ast.dump(n) for n in _copy_tree(tree.body)] == [ast.dump(n) for n in tree.body]
+    assert compile(_copy_tree(tree), "<copy>", "exec") is not None
