@@ -16,6 +16,7 @@ __all__ = [
     "OURS_PY",
     "OURS_TS",
     "PEERS",
+    "QUICKJS_FLOOR",
     "SMOLAGENTS",
     "Report",
     "Row",
@@ -32,6 +33,9 @@ FLOOR = "asyncio-floor"
 #: A plain ``os.fork()`` of a process with the fork server's imports, answering over a
 #: socket: the floor of a fresh process per run (no lock-down, no guest).
 FORK_FLOOR = "fork-floor"
+#: The TypeScript programs in a bare QuickJS context in the host (no guest, no limits):
+#: what the TypeScript guest's compute cannot beat.
+QUICKJS_FLOOR = "quickjs-floor"
 #: The subjects measured next to codemode, in report order.
 PEERS = (MONTY, SMOLAGENTS, FLOOR)
 
@@ -67,6 +71,12 @@ class Target(msgspec.Struct, kw_only=True):
     note: str = ""
     #: ``measured / target``: by how much a target is missed (or beaten).
     ratio: float | None = None
+    #: The same measure of a floor measured in the same run (what no design with this
+    #: target's constraints can beat: a bare fork per run, a bare interpreter's imports,
+    #: bare QuickJS), when the target names one.
+    floor: float | None = None
+    #: Missed, but the floor itself is above the limit: the target is impossible here.
+    below_floor: bool = False
 
     def __post_init__(self) -> None:
         if self.ratio is None and self.measured is not None and self.target > 0:

@@ -21,9 +21,10 @@ COLORS = {
     "smolagents": "#9467bd",
     "asyncio-floor": "#7f7f7f",
     "fork-floor": "#d62728",
+    "quickjs-floor": "#bcbd22",
 }
 # A subject without an entry (a future peer) gets one of these, always the same per name.
-_SPARE = ("#8c564b", "#e377c2", "#bcbd22", "#17becf")
+_SPARE = ("#8c564b", "#e377c2", "#17becf", "#000000")
 
 
 def color_of(subject: str) -> str:

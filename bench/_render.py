@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ._model import FLOOR, FORK_FLOOR, MONTY, SMOLAGENTS, Report, Row
+from ._model import FLOOR, FORK_FLOOR, MONTY, QUICKJS_FLOOR, SMOLAGENTS, Report, Row
 
 __all__ = ["console_for", "render_report"]
 
@@ -25,6 +25,7 @@ SHORT = {
     SMOLAGENTS: "smol",
     FLOOR: "floor",
     FORK_FLOOR: "fork",
+    QUICKJS_FLOOR: "quickjs",
 }
 
 
@@ -148,7 +149,7 @@ def _compact_table(rows: list[Row], title: str) -> Table:
     for row in rows:
         peers = [
             f"{SHORT[peer]} {_short_ratio(row.ratio_to[peer])}"
-            for peer in (MONTY, SMOLAGENTS, FLOOR, FORK_FLOOR)
+            for peer in (MONTY, SMOLAGENTS, FLOOR, FORK_FLOOR, QUICKJS_FLOOR)
             if row.ratio_to.get(peer) is not None
         ]
         table.add_row(
@@ -194,7 +195,13 @@ def _targets_table(report: Report, wide: bool) -> Table:
     for name, suite in report.suites.items():
         for t in suite.targets:
             verdict = (
-                "—" if t.met is None else ("[green]met[/]" if t.met else "[bold red]MISSED[/]")
+                "—"
+                if t.met is None
+                else "[green]met[/]"
+                if t.met
+                else f"[yellow]below floor[/] ({t.floor:.4g})"
+                if t.below_floor and t.floor is not None
+                else "[bold red]MISSED[/]"
             )
             measured = "—" if t.measured is None else f"{t.measured:.4g} {t.unit}"
             over = "—" if t.ratio is None else f"{t.ratio:.2f}"

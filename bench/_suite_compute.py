@@ -27,7 +27,16 @@ from ._common import (
     time_ready,
     timed,
 )
-from ._model import FLOOR, MONTY, OURS_TS, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+from ._model import (
+    FLOOR,
+    MONTY,
+    OURS_TS,
+    QUICKJS_FLOOR,
+    SMOLAGENTS,
+    SuiteResult,
+    cross_ratios,
+    summarize,
+)
 
 DESCRIPTION = "guarded compute in the program (sum, dict/str, class loops), start-up subtracted"
 CASE = "sum(i*i) over 1e6"
@@ -154,6 +163,28 @@ async def _guests(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
         ctx.step(subject)
 
 
+QUICKJS_NOTE = "the TypeScript program, types stripped, in a bare QuickJS context in the host"
+
+
+def _quickjs_floor(result: SuiteResult, runs: int) -> None:
+    """Each case's TypeScript program in a bare QuickJS context of the host (no guest, no
+    prelude, no limits): the floor of the TypeScript guest's compute."""
+    import _quickjs  # type: ignore[import-not-found]
+
+    from ..sandbox.typescript._strip import strip_types
+
+    for case in CASES:
+        source = "(function () {\n" + strip_types(case.ts) + "\n})()"
+        samples = []
+        for i in range(runs + 1):
+            context = _quickjs.Context()
+            clock = timed()
+            context.eval(source)
+            if i:  # the first is a warm-up
+                samples.append(clock())
+        result.rows.append(summarize(case.name, QUICKJS_FLOOR, samples, note=QUICKJS_NOTE))
+
+
 async def _monty(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
     async with monty_pool() as monty:
         for case in CASES:
@@ -180,7 +211,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
         description=DESCRIPTION,
         params={"n": N, "loop_n": LOOP_N, "runs": runs, "smolagents_n": SMOL_N},
     )
-    ctx.plan(len(GUESTS) + 3)
+    ctx.plan(len(GUESTS) + 4)
     await _guests(ctx, result, runs)
     with ctx.guard(MONTY):
         if ctx.has(MONTY):
@@ -214,6 +245,8 @@ async def run(ctx: BenchContext) -> SuiteResult:
             summarize(case.name, FLOOR, samples, note="the same program in the host's CPython")
         )
     ctx.step("floor")
+    _quickjs_floor(result, runs)
+    ctx.step("quickjs floor")
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result

@@ -662,7 +662,14 @@ def bench(
         ),
     ] = None,
     check: Annotated[
-        bool, typer.Option("--check", help="Exit 1 when a measured target is missed.")
+        bool,
+        typer.Option(
+            "--check",
+            help=(
+                "Exit 1 when a measured target is missed (one below a floor measured in "
+                "the same run is reported so, not failed)."
+            ),
+        ),
     ] = False,
     no_peer: Annotated[
         list[str] | None,

@@ -141,6 +141,46 @@ def test_targets_judge_median_ratio_to_ideal_floor_and_peer() -> None:
     assert py.measured == 1.6 and py.met is False
 
 
+def test_a_target_below_its_floor_is_reported_so_and_does_not_fail_check() -> None:
+    # Back-to-back under 1 ms when a bare fork per run already takes 1.4 ms in the same
+    # run: impossible here, said so; a floor under the limit leaves a miss a miss.
+    startup = _suite(
+        [
+            _row("back-to-back", "codemode-python", 1.9),
+            _row("back-to-back", "codemode-typescript", 1.9),
+            _row("back-to-back", "fork-floor", 1.4),
+            _row("cold start", "codemode-python", 110.0),
+            _row("cold start", "fork-floor", 20.0),
+        ]
+    )
+    apply_targets("startup", startup)
+    b2b = next(t for t in startup.targets if t.name == "back-to-back p50")
+    assert b2b.met is False and b2b.below_floor and b2b.floor == 1.4
+    assert b2b.note == "below the floor: fork-floor is 1.4 ms"
+    cold = next(
+        t for t in startup.targets if t.name.startswith("cold") and t.subject == "codemode-python"
+    )
+    assert cold.met is False and not cold.below_floor and cold.floor == 20.0
+    assert [t for _, t in missed_targets({"startup": startup})] == [cold]
+    assert check_exit_code(_report({"startup": startup})) == 1
+
+    # The TypeScript guest's compute against bare QuickJS, both as ratios to CPython.
+    compute = _suite(
+        [
+            _row("class loop 200,000", "codemode-typescript", 36.0),
+            _row("class loop 200,000", "quickjs-floor", 35.0),
+            _row("class loop 200,000", "asyncio-floor", 20.0),
+        ]
+    )
+    cross_ratios(compute.rows)
+    apply_targets("compute", compute)
+    ts = next(
+        t for t in compute.targets if t.subject == "codemode-typescript" and "class" in t.name
+    )
+    assert ts.measured == 1.8 and ts.floor == 1.75 and ts.below_floor
+    assert check_exit_code(_report({"compute": compute})) == 0
+
+
 def _report(suites: dict[str, SuiteResult]) -> Report:
     return Report(env={}, suites=suites, peers={})
 
