@@ -77,6 +77,10 @@ _PYTHON_SHARE = 4
 _FRAME_ENVELOPE = 256
 
 _prepared: tuple[dict[str, Any], JsGuest] | None = None
+# A second guest built with the template, only ever run by ``prefault``: building one in
+# each worker (the prelude's evaluation) took longer than the rest of the pre-fault, and a
+# worker taken back to back waited for it.
+_prefault_guest: JsGuest | None = None
 
 
 def _null() -> msgspec.Raw:
@@ -296,9 +300,10 @@ def prepare_template(
 ) -> None:
     """Build the runs' QuickJS context once, in the fork server, with the runtime's
     limits: every worker inherits its own copy of it, untouched by any run."""
-    global _prepared
+    global _prepared, _prefault_guest
     if options is not None:
         _prepared = (options, JsGuest(_limits(options)))
+    _prefault_guest = JsGuest(JsLimits(max_compute_ms=1_000, max_heap_bytes=16 * 2**20))
 
 
 # Small on purpose, like the Python guest's: what nearly every run writes (a context's
@@ -314,9 +319,13 @@ def prefault(loop: asyncio.AbstractEventLoop) -> None:
     The worker shares its pages with the fork server; its first run copies those it
     writes (QuickJS's allocator and the C heap, the driver's Python objects): taken here,
     while the worker idles, they are off the run's latency. The program runs in a
-    context of its own, closed before the run: the prepared context is never touched.
+    context of its own (built in the fork server beside the template, each worker's copy
+    its own), closed before the run: the prepared context is never touched.
     """
-    guest = JsGuest(JsLimits(max_compute_ms=1_000, max_heap_bytes=16 * 2**20))
+    global _prefault_guest
+    guest, _prefault_guest = _prefault_guest, None
+    if guest is None:
+        return
     try:
         guest.start(_PREFAULT_PROGRAM, [])
         for text in guest.drain_logs():
