@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ._model import FLOOR, FORK_FLOOR, MONTY, QUICKJS_FLOOR, SMOLAGENTS, Report, Row
+from ._model import FLOOR, FORK_FLOOR, MONTY, QUICKJS_FLOOR, SMOLAGENTS, Report, Row, Target
 
 __all__ = ["console_for", "render_report"]
 
@@ -183,6 +183,16 @@ def _notes(rows: list[Row]) -> list[str]:
     return out
 
 
+def _verdict(t: Target) -> str:
+    if t.met is None:
+        return "—"
+    if t.met:
+        return "[green]met[/]"
+    if t.below_floor and t.floor is not None:
+        return f"[yellow]below floor[/] ({t.floor:.4g})"
+    return "[bold red]MISSED[/]"
+
+
 def _targets_table(report: Report, wide: bool) -> Table:
     targets = Table(title="targets", title_justify="left", box=None if wide else box.SIMPLE_HEAD)
     columns = ["suite", "target", "subject", "measured", "limit", "measured / limit", "met"]
@@ -194,15 +204,7 @@ def _targets_table(report: Report, wide: bool) -> Table:
         targets.box = box.HEAVY_HEAD
     for name, suite in report.suites.items():
         for t in suite.targets:
-            verdict = (
-                "—"
-                if t.met is None
-                else "[green]met[/]"
-                if t.met
-                else f"[yellow]below floor[/] ({t.floor:.4g})"
-                if t.below_floor and t.floor is not None
-                else "[bold red]MISSED[/]"
-            )
+            verdict = _verdict(t)
             measured = "—" if t.measured is None else f"{t.measured:.4g} {t.unit}"
             over = "—" if t.ratio is None else f"{t.ratio:.2f}"
             cells = [name, t.name, t.subject if wide else SHORT.get(t.subject, t.subject)]
