@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import anyio
@@ -42,6 +44,7 @@ from ..worker._frames import (
     DoneFrame,
     LogFrame,
     NeedsDeepDecode,
+    Payload,
     ReadyFrame,
     decode_frame,
     decode_host_frame_sliced_raw,
@@ -75,11 +78,30 @@ _MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
 _DECODER = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | ReadyFrame)
 
 
-def _is_compact(raw: bytes) -> bool:
+def _digest(view: memoryview) -> tuple[int, str, bytes]:
+    """What the session log's retention bound needs of a value's JSON bytes."""
+    return len(view), hashlib.sha256(view).hexdigest(), view[:4096].tobytes()
+
+
+_digests: ThreadPoolExecutor | None = None
+_digests_lock = threading.Lock()
+
+
+def _digest_pool() -> ThreadPoolExecutor:
+    """One thread hashing big arguments beside the threads decoding them (made on first
+    use: a host that never sees one never starts it)."""
+    global _digests
+    with _digests_lock:
+        if _digests is None:
+            _digests = ThreadPoolExecutor(1, thread_name_prefix="codemode-digest")
+        return _digests
+
+
+def _is_compact(raw: memoryview) -> bool:
     """Whether ``raw`` starts and ends like compact JSON (what both guests send): only then
     are its length and hash those of the value's compact encoding. A hostile guest
     padding with whitespace elsewhere only mislabels its own arguments' digest."""
-    return bool(raw) and raw[:1] not in b" \t\n\r" and raw[-1:] not in b" \t\n\r"
+    return bool(raw) and raw[0] not in b" \t\n\r" and raw[-1] not in b" \t\n\r"
 
 
 class HostBridge:
@@ -97,11 +119,11 @@ class HostBridge:
         self._frame_bytes = frame_bytes
         self._spawn = spawn
         self._max_depth = max_depth
-        self._backlog: deque[bytes] = deque()
+        self._backlog: deque[Payload] = deque()
         self._budget = 0
         self._eof = False
         self._decoder = _DECODER
-        self._outbox: list[bytes] = []
+        self._outbox: list[bytearray] = []
         self._tail = bytearray()
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -149,8 +171,10 @@ class HostBridge:
     def _flush(self) -> None:
         if not self._outbox:
             return
-        data = b"".join(self._outbox)
-        self._outbox.clear()
+        outbox = self._outbox
+        # One frame (a run, a big result) leaves as it is; joining would copy it.
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
         if self._tail:
             self._tail += data
             return
@@ -178,7 +202,7 @@ class HostBridge:
                 return
             del self._tail[:sent]
 
-    def _decode(self, payload: bytes, *, deep: bool = True) -> HostFrame | None:
+    def _decode(self, payload: Payload, *, deep: bool = True) -> HostFrame | None:
         """The frame, or None for a payload to drop (the caller counts it).
 
         ``deep=False`` raises ``NeedsDeepDecode`` for a payload past msgspec's reach.
@@ -193,22 +217,33 @@ class HostBridge:
             return None
         return frame
 
-    def _decode_sealed(self, box: list[bytes]) -> HostFrame | None:
+    def _decode_sealed(self, box: list[Payload]) -> HostFrame | None:
         """``_decode`` plus a deep-frozen snapshot of the value (run in a worker thread).
 
-        ``box`` holds the payload, its only reference: a big one is taken out and let
-        go as soon as its value's bytes are copied out (``decode_host_frame_sliced_raw``),
-        so one huge argument is never held three times (payload, value bytes, value).
-        A big payload is decoded in slices (``decode_host_frame_sliced``): msgspec holds
-        the GIL for a whole call, so one call on 10 MB would stall the event loop as
-        surely as decoding it there.
+        ``box`` holds the payload, its only reference: a big one is taken out and let go
+        as soon as nothing needs it (``decode_host_frame_sliced_raw``), so one huge
+        argument is never held three times (payload, value bytes, value). A big payload
+        with many members is decoded in slices: msgspec holds the GIL for a whole call,
+        so one call on 10 MB of small members would stall the event loop as surely as
+        decoding it there. A big call's argument bytes are hashed for the session log
+        in another thread while they are decoded (sha256 releases the GIL).
         """
-        raw: bytes | None = None
+        digest: Future[tuple[int, str, bytes]] | None = None
+
+        def hash_meanwhile(raw: Any) -> None:
+            nonlocal digest
+            view = memoryview(raw)
+            if _is_compact(view):
+                digest = _digest_pool().submit(_digest, view)
+
         if len(box[0]) > _INLINE_BYTES:
             try:
-                sliced, raw = decode_host_frame_sliced_raw(box, max_depth=self._max_depth)
+                sliced, _raw = decode_host_frame_sliced_raw(
+                    box, max_depth=self._max_depth, on_raw=hash_meanwhile
+                )
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return None
+            del _raw
             frame = None if isinstance(sliced, ReadyFrame) else sliced
         else:
             frame = self._decode(box.pop())
@@ -217,10 +252,10 @@ class HostBridge:
                 args = snapshot(frame.args)
             except LosslessJsonError:
                 return frame  # the engine refuses it with its own message
-            if raw is not None and _is_compact(raw):
+            if digest is not None:
                 # The session log's retention bound needs the size and sha256 of these
-                # bytes; hashing here (GIL released) spares the loop an encode and a hash.
-                args._digest = (len(raw), hashlib.sha256(raw).hexdigest(), raw[:4096])
+                # bytes; hashing them here spares the loop an encode and a hash.
+                args._digest = digest.result()
             frame = msgspec.structs.replace(frame, args=args)
         elif isinstance(frame, DoneFrame) and isinstance(frame.value, (dict, list)):
             try:
@@ -263,15 +298,15 @@ class HostBridge:
         buffer = self._worker.buffer
         for _ in range(_SLICE):
             try:
-                data = _memory.recv(sock)
+                ready = buffer.receive(sock, _memory.recv)
             except (BlockingIOError, InterruptedError):
                 return _WAIT
             except OSError:
-                data = b""
-            if not data:
+                ready = None
+            if ready is None:
                 self._eof = True
                 return _EOF
-            self._backlog.extend(buffer.feed(data))
+            self._backlog.extend(ready)
             status = self._process(on_frame)
             if status != _WAIT:
                 return status

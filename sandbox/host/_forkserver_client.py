@@ -274,7 +274,7 @@ class ForkServerClient:
         host.setblocking(False)
         return pending.pid, host
 
-    async def _send(self, data: bytes, fd: int) -> None:
+    async def _send(self, data: bytes | bytearray, fd: int) -> None:
         assert self._sock is not None
         sock = self._sock
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]

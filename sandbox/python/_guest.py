@@ -39,7 +39,7 @@ from ..worker._frames import (
     LogFrame,
     ResultFrame,
     RunFrame,
-    encode_payload,
+    encode_frame,
     sanitize_text,
     truncate_to_json_length,
 )
@@ -82,7 +82,7 @@ _RECURSION_LIMIT = 1000
 _ARGS_LOSSY = "binding arguments must be lossless JSON"
 _VALUE_LOSSY = "program completion must be lossless JSON"
 _DENIALS = (DeniedAccess, DeniedWrite)
-_encode = encode_payload  # deep values are written iteratively (see _frames)
+_encode = encode_frame  # length-prefixed; deep values are written iteratively (see _frames)
 
 
 def compile_program(source: str) -> Any:
@@ -162,7 +162,7 @@ class _Run:
         self.ledger = LogLedger(run.max_output_bytes)
         self.env: dict[str, Any] | None = None  # the globals, once built (``prepare``)
         self.members: dict[type[Exception], str] = {}
-        self.outbox: list[bytes] = []
+        self.outbox: list[bytearray] = []
         # Tool calls created but not (yet) started, per label: summed up at the end.
         self.unawaited: dict[str, int] = {}
         self.terminating = False
@@ -188,7 +188,7 @@ class _Run:
         self.flush_calls()
         self.bridge.send(LogFrame(text=text))
 
-    def queue_call(self, data: bytes) -> None:
+    def queue_call(self, data: bytearray) -> None:
         """Send a call frame at the end of this loop iteration, with its siblings.
 
         A ``gather`` of 100 calls then costs one write and one host wake-up instead of
@@ -200,9 +200,11 @@ class _Run:
         self.outbox.append(data)
 
     def flush_calls(self) -> None:
-        if self.outbox:
-            data = b"".join(self.outbox)
-            self.outbox.clear()
+        outbox = self.outbox
+        if outbox:
+            # One call (a big argument) leaves as it is; joining would copy it.
+            data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+            outbox.clear()
             self.bridge.send_raw(data)
 
     def finish(self, frame: DoneFrame) -> None:
@@ -295,14 +297,14 @@ class _Run:
                     TypeError(f"{_ARGS_LOSSY}: arguments hold a str that is not valid Unicode")
                 )
                 return future
-            if len(data) > self.run.max_frame_bytes:
+            if len(data) - 4 > self.run.max_frame_bytes:
                 cap = self.run.max_frame_bytes
                 future.set_exception(
                     TypeError(f"binding arguments exceed the bridge frame limit ({cap} bytes)")
                 )
                 return future
             self.pending[call_id] = (future, name, error)
-            self.queue_call(len(data).to_bytes(4, "big") + data)
+            self.queue_call(data)
             return future
 
         labels = {name: _label(global_name, name) for name in names}
@@ -508,14 +510,14 @@ class _Run:
             message = f"{_VALUE_LOSSY}: reading the result raised {self.describe(exc)}"
             self.finish(DoneFrame(error=ErrorSpec(kind="invalid-output", message=message)))
             return
-        if len(data) > self.run.max_frame_bytes:
+        if len(data) - 4 > self.run.max_frame_bytes:
             # Cannot cross the bridge (the default frame cap is the output cap + 1 MiB, so
             # it could not fit the ledger either); the host renders the diagnostic.
             self.finish(DoneFrame(error=ErrorSpec(kind="output-limit", message="")))
             return
         self.close_logs()
         self.flush_calls()
-        self.bridge.send_raw(len(data).to_bytes(4, "big") + data)
+        self.bridge.send_raw(data)
 
 
 def serve(run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:

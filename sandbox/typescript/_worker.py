@@ -45,7 +45,7 @@ from ..worker._frames import (
     RunFrame,
     decode_frame,
     dumps_deep,
-    encode_payload,
+    encode_frame,
     json_string_length,
     truncate_to_json_length,
 )
@@ -99,7 +99,6 @@ class _Result(msgspec.Struct, frozen=True, tag="result", tag_field="type", omit_
 
 
 _result_decoder = msgspec.json.Decoder(_Result)
-_encode_raw = msgspec.json.Encoder().encode
 
 
 def _address_space_in_use() -> int:
@@ -197,12 +196,12 @@ class _Driver:
         Returns True when a call was failed here instead (arguments that cannot cross
         the bridge), which runs the program on and may produce more.
         """
-        out: list[bytes] = []
+        out: list[bytearray] = []
         failed = False
         for text in self.guest.drain_logs():
             if json_string_length(text) > self.max_entry:
                 text = truncate_to_json_length(text, self.max_entry)
-            out.append(_framed(encode_payload(LogFrame(text=text))))
+            out.append(encode_frame(LogFrame(text=text)))
         for call in self.guest.pending_calls():
             if _lossy(call.args_json):
                 self.guest.reject(call.id, _ARGS_LOSSY)
@@ -210,15 +209,16 @@ class _Driver:
                 continue
             args = msgspec.Raw(call.args_json.encode("utf-8"))
             frame = CallFrame(id=call.id, global_name=call.global_name, name=call.name, args=args)
-            payload = _encode_raw(frame)
-            if len(payload) > self.max_frame:
+            data = encode_frame(frame)
+            if len(data) - 4 > self.max_frame:
                 # Never sent: the call fails in the program like any failed binding.
                 self.guest.reject(call.id, _ARGS_TOO_BIG.format(self.max_frame))
                 failed = True
                 continue
-            out.append(_framed(payload))
+            out.append(data)
         if out:
-            self.bridge.send_raw(b"".join(out))
+            # One frame (a big argument) leaves as it is; joining would copy it.
+            self.bridge.send_raw(out[0] if len(out) == 1 else b"".join(out))
         return failed
 
     def finish(self, state: GuestDone | GuestFailed | GuestRunning) -> None:
@@ -233,16 +233,12 @@ class _Driver:
             frame = DoneFrame(error=ErrorSpec(kind=state.kind, message=state.message))
         else:
             raise AssertionError("finish() on a running guest")
-        payload = _encode_raw(frame)
-        if len(payload) > self.max_frame:
+        data = encode_frame(frame)
+        if len(data) - 4 > self.max_frame:
             # Cannot cross the bridge (with the default cap it could not fit the output
             # ledger either); the host renders the diagnostic, as for Python.
-            payload = _encode_raw(DoneFrame(error=ErrorSpec(kind="output-limit", message="")))
-        self.bridge.send_raw(_framed(payload))
-
-
-def _framed(payload: bytes) -> bytes:
-    return len(payload).to_bytes(4, "big") + payload
+            data = encode_frame(DoneFrame(error=ErrorSpec(kind="output-limit", message="")))
+        self.bridge.send_raw(data)
 
 
 def serve(run: RunFrame, bridge: WorkerBridge, loop: asyncio.AbstractEventLoop) -> None:
@@ -291,7 +287,7 @@ def warm() -> None:
                 guest.resolve(call.id, call.args_json)
     assert isinstance(guest.state, GuestDone), guest.state
     guest.close()
-    encode_payload(DoneFrame(value=msgspec.Raw(b"1")))
+    encode_frame(DoneFrame(value=msgspec.Raw(b"1")))
     decode_frame(_result_decoder, b'{"type":"result","id":1,"ok":true,"value":[1]}')
 
 
@@ -329,9 +325,9 @@ def prefault(loop: asyncio.AbstractEventLoop) -> None:
     try:
         guest.start(_PREFAULT_PROGRAM, [])
         for text in guest.drain_logs():
-            encode_payload(LogFrame(text=text))
+            encode_frame(LogFrame(text=text))
         state = guest.state
         if isinstance(state, GuestDone) and state.value_json is not None:
-            encode_payload(DoneFrame(value=msgspec.Raw(state.value_json.encode())))
+            encode_frame(DoneFrame(value=msgspec.Raw(state.value_json.encode())))
     finally:
         guest.close()

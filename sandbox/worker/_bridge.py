@@ -19,11 +19,27 @@ from typing import Any
 
 import msgspec
 
-from ._frames import FrameBuffer, ResultFrame, RunFrame, WorkerInbound, decode_frame, encode_frame
+from ._frames import (
+    FrameBuffer,
+    Payload,
+    ResultFrame,
+    RunFrame,
+    WorkerInbound,
+    decode_frame,
+    encode_frame,
+)
 
 __all__ = ["WorkerBridge"]
 
 _RECV = 256 * 1024
+
+
+def _recv(sock: socket.socket) -> bytes:
+    return sock.recv(_RECV)
+
+
+def _recv_now(sock: socket.socket) -> bytes:
+    return sock.recv(_RECV, socket.MSG_DONTWAIT)
 
 
 # How long a finished worker waits for the host's kill before exiting by itself (the
@@ -55,7 +71,7 @@ class WorkerBridge:
         """Write one frame now (blocking until the kernel accepted all of it)."""
         self.send_raw(encode_frame(frame))
 
-    def send_raw(self, data: bytes) -> None:
+    def send_raw(self, data: bytes | bytearray) -> None:
         """Write raw bytes (test hook for hostile-peer tests; guests use ``send``)."""
         if self.closed:
             return
@@ -83,19 +99,19 @@ class WorkerBridge:
                 if isinstance(frame, RunFrame):
                     return frame
             try:
-                data = self.sock.recv(_RECV)
+                ready = self._buffer.receive(self.sock, _recv)
             except InterruptedError:
                 continue
-            if not data:
+            if ready is None:
                 return None
-            for payload in self._buffer.feed(data):
+            for payload in ready:
                 frame = self._decode(payload)
                 if isinstance(frame, RunFrame):
                     return frame
                 if frame is not None:
                     self._pending.append(frame)
 
-    def wait_payloads(self, timeout: float | None) -> list[bytes] | None:
+    def wait_payloads(self, timeout: float | None) -> list[Payload] | None:
         """Block up to ``timeout`` seconds (``None``: no limit) for frames from the host.
 
         For guests that drive their own loop instead of ``attach`` (TypeScript). Returns
@@ -116,15 +132,14 @@ class WorkerBridge:
                     return []
                 continue
             try:
-                data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
+                ready = self._buffer.receive(self.sock, _recv_now, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
-                data = b""
-            if not data:
+                ready = None
+            if ready is None:
                 self.closed = True
                 return None
-            ready = self._buffer.feed(data)
             if ready:
                 return ready
 
@@ -141,16 +156,16 @@ class WorkerBridge:
         def readable() -> None:
             while True:
                 try:
-                    data = self.sock.recv(_RECV)
+                    ready = self._buffer.receive(self.sock, _recv)
                 except (BlockingIOError, InterruptedError):
                     return
                 except OSError:
-                    data = b""
-                if not data:
+                    ready = None
+                if ready is None:
                     loop.remove_reader(self.sock.fileno())
                     self.closed = True
                     return
-                for payload in self._buffer.feed(data):
+                for payload in ready:
                     frame = self._decode(payload)
                     if isinstance(frame, ResultFrame):
                         on_result(frame)
@@ -185,7 +200,7 @@ class WorkerBridge:
             if not data:
                 return
 
-    def _decode(self, payload: bytes) -> Any:
+    def _decode(self, payload: Payload) -> Any:
         try:
             return decode_frame(self._decoder, payload)
         except (msgspec.DecodeError, msgspec.ValidationError):
