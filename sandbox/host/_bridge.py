@@ -78,11 +78,14 @@ _MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
 _DECODER = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | ReadyFrame)
 
 
-def _digest(view: memoryview) -> tuple[int, str, bytes]:
+def _digest(view: memoryview, started: threading.Event) -> tuple[int, str, bytes]:
     """What the session log's retention bound needs of a value's JSON bytes."""
+    started.set()
     return len(view), hashlib.sha256(view).hexdigest(), view[:4096].tobytes()
 
 
+# Long enough for an idle thread to wake; a busy one (another big frame) is not waited for.
+_HASH_START_WAIT_S = 0.002
 _digests: ThreadPoolExecutor | None = None
 _digests_lock = threading.Lock()
 
@@ -234,7 +237,12 @@ class HostBridge:
             nonlocal digest
             view = memoryview(raw)
             if _is_compact(view):
-                digest = _digest_pool().submit(_digest, view)
+                started = threading.Event()
+                digest = _digest_pool().submit(_digest, view, started)
+                # Decode only once the hashing thread runs: msgspec keeps the GIL for
+                # the whole decode, so a thread that has not reached sha256 (which
+                # lets the GIL go) by then would wait for it, and hash after it.
+                started.wait(_HASH_START_WAIT_S)
 
         if len(box[0]) > _INLINE_BYTES:
             try:

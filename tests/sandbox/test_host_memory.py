@@ -4,8 +4,11 @@ runs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import socket
 import threading
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -88,3 +91,24 @@ async def test_the_pool_trims_the_heap_as_runs_end() -> None:
                 assert ok(await run(f"return {i}")) == i
         # A completed run's worker is released as the run ends, before its result returns.
         assert trimmer.trims == 1
+
+
+@pytest.mark.parametrize("text", ["x" * 1_000_000, "é€" * 200_000])
+async def test_a_big_argument_arrives_with_the_size_and_digest_of_its_json(
+    runtime: PythonRuntime, text: str
+) -> None:
+    # Decoded straight from the frame's buffer, and hashed meanwhile in another thread:
+    # what the session log's retention bound reads, without encoding the value again.
+    seen: list[Any] = []
+
+    async def take(args: Any) -> Any:
+        seen.append(args)
+        return len(args["blob"])
+
+    program = f"return await tools.take({{'blob': {text!r}, 'n': [1, 2]}})"
+    assert ok(await make_runner(runtime)(program, tools={"take": take})) == len(text)
+    (args,) = seen
+    body = json.dumps({"blob": text, "n": [1, 2]}, separators=(",", ":"), ensure_ascii=False)
+    data = body.encode()
+    assert args._digest == (len(data), hashlib.sha256(data).hexdigest(), data[:4096])
+    assert args == {"blob": text, "n": [1, 2]}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from typing import Any
+
 import msgspec
 import pytest
 from hypothesis import given
@@ -15,6 +18,7 @@ from codemode.sandbox.worker._frames import (
     LogFrame,
     ResultFrame,
     encode_frame,
+    encode_payload,
     json_string_length,
     truncate_to_json_length,
 )
@@ -124,3 +128,63 @@ def test_seccomp_program_shape(machine: str) -> None:
     for index, (code, jt, jf, _k) in enumerate(program):
         if code & 0x07 == 0x05:
             assert index + 1 + max(jt, jf) < len(program)
+
+
+def test_encode_frame_is_the_payload_after_its_length() -> None:
+    deep: Any = "leaf"
+    for _ in range(5_000):  # past msgspec's recursion: written iteratively
+        deep = [deep]
+    for frame in (LogFrame(text="héllo"), DoneFrame(value={"a": [1, 2]}), DoneFrame(value=deep)):
+        framed = encode_frame(frame)
+        assert isinstance(framed, bytearray)
+        assert bytes(framed[4:]) == encode_payload(frame)
+        assert int.from_bytes(framed[:4], "big") == len(framed) - 4
+
+
+def test_a_big_frame_is_read_straight_into_one_buffer_of_its_size() -> None:
+    big = encode_frame(LogFrame(text="x" * 300_000))
+    small = encode_frame(LogFrame(text="after"))
+    reads: list[int] = []
+
+    def recv(sock: socket.socket) -> bytes:
+        data = sock.recv(4096)
+        reads.append(len(data))
+        return data
+
+    host, worker = socket.socketpair()
+    with host, worker:
+        buffer = FrameBuffer(1 << 20)
+        worker.sendall(big[:1000])
+        assert buffer.receive(host, recv) == []  # the header announced a big frame
+        assert buffer.pending == 996
+        worker.sendall(big[1000:200_000])
+        got: list[Any] = []
+        rest_sent = False
+        while not got:
+            ready = buffer.receive(host, recv)
+            assert ready is not None
+            if not rest_sent:
+                worker.sendall(big[200_000:])  # the rest once the first part is in
+                rest_sent = True
+            got += ready
+        # One read through ``recv`` (the first); the rest went into the frame's buffer.
+        assert reads == [1000]
+        (payload,) = got
+        assert isinstance(payload, bytearray) and len(payload) == len(big) - 4
+        assert msgspec.json.decode(payload, type=LogFrame).text == "x" * 300_000
+        assert buffer.pending == 0
+        worker.sendall(small)
+        assert buffer.receive(host, recv) == [bytes(small[4:])]
+        worker.shutdown(socket.SHUT_WR)
+        assert buffer.receive(host, recv) is None
+
+
+def test_feed_completes_a_big_frame_and_goes_on_with_the_next() -> None:
+    big = encode_frame(LogFrame(text="y" * 100_000))
+    small = encode_frame(LogFrame(text="next"))
+    buffer = FrameBuffer(1 << 20)
+    stream = bytes(big + small)
+    assert buffer.feed(stream[:70_000]) == []
+    payloads = buffer.feed(stream[70_000:])
+    assert [msgspec.json.decode(p, type=LogFrame).text for p in payloads] == ["y" * 100_000, "next"]
+    assert buffer.pending == 0
