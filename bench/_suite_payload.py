@@ -1,9 +1,12 @@
 """``payload``: one call carrying a large string each way: ``in`` (program -> tool),
 ``out`` (tool -> program) and ``in+out`` (echoed), from 1 KB to 10 MB. Each sample is a
-run's time minus the median ``return 1`` run on the same runtime (start-up removed)."""
+run's time minus the median ``return 1`` run on the same runtime (start-up removed).
+``quickjs-floor`` runs the TypeScript program in a bare QuickJS context of the host, its
+tools one host function on JSON text: what any QuickJS guest pays at least."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
@@ -18,7 +21,16 @@ from ._common import (
     time_ready,
     timed,
 )
-from ._model import FLOOR, MONTY, OURS_TS, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+from ._model import (
+    FLOOR,
+    MONTY,
+    OURS_TS,
+    QUICKJS_FLOOR,
+    SMOLAGENTS,
+    SuiteResult,
+    cross_ratios,
+    summarize,
+)
 
 DESCRIPTION = "one call with 1 KB - 10 MB in, out, and in+out"
 DIRECTIONS = ("in", "out", "in+out")
@@ -66,6 +78,62 @@ def _typescript(direction: str, size: int) -> str:
     return f"return (await tools.echo({{blob: 'x'.repeat({size})}})).blob.length"
 
 
+QUICKJS_NOTE = (
+    "the TypeScript program in a bare QuickJS context in the host; the tool is a host "
+    "function taking and returning the arguments' JSON text"
+)
+# What any QuickJS guest pays at least: the program builds its value, the value leaves
+# the JavaScript heap as JSON text (the binding converts nothing else) and the answer
+# comes back as JSON text to parse. No process, no bridge, no guards, no limits.
+_QUICKJS_SHIM = """(async function () {{
+const tools = {{
+  take: async (a) => JSON.parse(host_call("take", JSON.stringify(a))),
+  give: async (a) => JSON.parse(host_call("give", JSON.stringify(a))),
+  echo: async (a) => JSON.parse(host_call("echo", JSON.stringify(a))),
+}};
+{body}
+}})().then((v) => {{ globalThis.__result = v }})"""
+
+
+def _host_call(name: str, args_json: str) -> str:
+    """The floor's tools, on JSON text (``echo`` hands the text straight back)."""
+    if name == "echo":
+        return args_json
+    args = json.loads(args_json)
+    return json.dumps(len(args["blob"]) if name == "take" else "x" * args["n"])
+
+
+def _quickjs_floor(result: SuiteResult, sizes: list[int], count: Any) -> None:
+    import _quickjs  # type: ignore[import-not-found]
+
+    for size in sizes:
+        for direction in DIRECTIONS:
+            source = _QUICKJS_SHIM.format(body=_typescript(direction, size))
+            samples = []
+            for i in range(count(size) + 1):
+                context = _quickjs.Context()
+                context.add_callable("host_call", _host_call)
+                clock = timed()
+                context.eval(source)
+                while context.execute_pending_job():
+                    pass
+                elapsed = clock()
+                value = context.eval("globalThis.__result")
+                if value != size:
+                    raise RuntimeError(f"quickjs floor {direction} {size}: got {value!r}")
+                if i:  # the first is a warm-up
+                    samples.append(elapsed)
+            result.rows.append(
+                summarize(
+                    case(direction, size),
+                    QUICKJS_FLOOR,
+                    samples,
+                    per_op=size / 1e6,
+                    note=QUICKJS_NOTE,
+                )
+            )
+
+
 async def run(ctx: BenchContext) -> SuiteResult:
     """Measure the suite."""
     sizes = (
@@ -78,7 +146,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
         params={"sizes_bytes": sizes, "runs": ctx.runs, "throughput_unit": "MB/s"},
     )
     functions = {"take": take, "give": give, "echo": echo}
-    ctx.plan(len(GUESTS) + 3)
+    ctx.plan(len(GUESTS) + 4)
 
     def count(size: int) -> int:
         # Small payloads are quick: more samples for a stable median.
@@ -170,6 +238,8 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 assert value == size
             result.rows.append(summarize(case(direction, size), FLOOR, samples, per_op=size / 1e6))
     ctx.step("floor")
+    _quickjs_floor(result, sizes, count)
+    ctx.step("quickjs floor")
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result

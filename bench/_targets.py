@@ -58,7 +58,7 @@ class TargetSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 #: A fresh process per run costs at least a fork, the child's event loop and a round trip.
 _FORK = ((OURS_PY, FORK_FLOOR), (OURS_TS, FORK_FLOOR))
-#: The TypeScript guest's compute runs in QuickJS.
+#: The TypeScript guest's compute, and its values on the way out and in, run in QuickJS.
 _QUICKJS = ((OURS_TS, QUICKJS_FLOOR),)
 
 
@@ -141,6 +141,7 @@ TARGETS: tuple[TargetSpec, ...] = (
         limit=1.0,
         unit="x monty",
         measure="ratio_to_peer",
+        floors=_QUICKJS,
     ),
     TargetSpec(
         suite="compute",

@@ -187,8 +187,10 @@ class _Driver:
             self.guest.reject(frame.id, frame.message, frame.code)
             return
         value: Any = frame.value  # parsed, not Raw, when it came through the deep fallback
-        data = bytes(value) if isinstance(value, msgspec.Raw) else dumps_deep(value)
-        self.guest.resolve(frame.id, data.decode("utf-8"))
+        # Straight from the frame's bytes to text: one copy (a 1 MB result is ~250 fresh
+        # pages per copy in a new worker).
+        data = value if isinstance(value, msgspec.Raw) else dumps_deep(value)
+        self.guest.resolve(frame.id, str(data, "utf-8"))
 
     def flush(self) -> bool:
         """Send what the last slice produced (logs first, then calls) in one write.
