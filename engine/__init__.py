@@ -63,6 +63,7 @@ from .code_mode import CodeRunResult as CodeRunResult
 from .code_mode import CodeRuntime as CodeRuntime
 from .code_mode import ErrorClass as ErrorClass
 from .code_mode import ErrorKind as ErrorKind
+from .code_mode import SettlingBinding as SettlingBinding
 
 __all__ = [
     "AbortController",
@@ -89,6 +90,7 @@ __all__ = [
     "MemorySessionLog",
     "Scope",
     "SessionLog",
+    "SettlingBinding",
     "SqliteSessionLog",
     "ToolArgsError",
     "ToolDefinition",

@@ -20,6 +20,7 @@ from ._seam import CodeRunResult as CodeRunResult
 from ._seam import CodeRuntime as CodeRuntime
 from ._seam import ErrorClass as ErrorClass
 from ._seam import ErrorKind as ErrorKind
+from ._seam import SettlingBinding as SettlingBinding
 from ._seam import validate_bindings as validate_bindings
 from ._tool import CODE_ONLY_INSTRUCTION as CODE_ONLY_INSTRUCTION
 from ._tool import RUN_CODE_FLAVORS as RUN_CODE_FLAVORS
@@ -40,6 +41,7 @@ __all__ = [
     "ErrorClass",
     "ErrorKind",
     "RUN_CODE_FLAVORS",
+    "SettlingBinding",
     "SubDispatchDriver",
     "make_run_code_tool",
     "render_run_code_value",

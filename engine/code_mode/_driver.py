@@ -61,6 +61,7 @@ from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult
 from ..json import sealed, snapshot
+from ._seam import Settle, SettlingBinding
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -234,6 +235,7 @@ class _Entry:
         "name",
         "outcome",
         "queued_at",
+        "settle",
         "settled",
         "settled_at",
         "started_at",
@@ -248,6 +250,7 @@ class _Entry:
         log_arguments: Any,
         input_: ToolExecutionInput,
         loop: asyncio.AbstractEventLoop | None,
+        settle: Settle | None,
     ) -> None:
         self.name = name
         self.arguments = arguments
@@ -258,7 +261,9 @@ class _Entry:
         self.dispatch: Dispatch | None = None
         self.settled: Settled | None = None
         self.outcome: tuple[bool, Any] | None = None
-        self.done = _Flag(loop)
+        # Who is told the outcome: the awaiting program task (``done``) or a callback.
+        self.settle = settle
+        self.done = _Flag(loop) if settle is None else None
         self.committed = False
         # One clock reading for the session log's timing and ``ToolExecution.queued_at``.
         self.queued_at = input_.queued_at if input_.queued_at is not None else time.perf_counter()
@@ -339,19 +344,41 @@ class SubDispatchDriver:
 
     # --------------------------------------------------------------- program side
 
-    def binding(self, name: str) -> Callable[[Any], Awaitable[Any]]:
-        """The async function the runtime exposes as ``tools.<name>``."""
+    def binding(self, name: str) -> SettlingBinding:
+        """The function the runtime exposes as ``tools.<name>``: awaitable, or started
+        from a callback with ``begin`` (see ``SettlingBinding``)."""
 
         # A plain function returning ``submit``'s coroutine: no extra coroutine frame per
         # sub-call (awaiting it is awaiting ``submit``).
         def call(args: Any = msgspec.UNSET) -> Awaitable[Any]:
             return self.submit(name, args)
 
-        call.__name__ = name
-        return call
+        def begin(args: Any, settle: Settle) -> None:
+            self._enqueue(name, args, settle)
+
+        return SettlingBinding(name, call, begin)
 
     async def submit(self, name: str, raw_args: Any) -> Any:
         """Queue one sub-call and wait for its committed outcome (value or raise)."""
+        entry = self._enqueue(name, raw_args, None)
+        assert entry.done is not None
+        done = entry.done._future
+        if done is None:
+            await entry.done.wait()
+        elif not done.done():
+            await done  # the future itself: no ``_Flag.wait`` frame on the hot path
+        assert entry.outcome is not None
+        ok, payload = entry.outcome
+        if entry.committed and self._signal.aborted:
+            # The run ended while this call was in flight (or before the program got
+            # back to it): a result from a run that is over is not handed out.
+            raise self._over(name, "result discarded")
+        if ok:
+            return payload
+        raise payload
+
+    def _enqueue(self, name: str, raw_args: Any, settle: Settle | None) -> _Entry:
+        """Queue one sub-call (``BindingCallError`` when it is refused before that)."""
         if self._signal.aborted:
             raise self._over(name, "not dispatched")
         if raw_args is msgspec.UNSET:
@@ -381,27 +408,14 @@ class SubDispatchDriver:
             signal=self._signal,
             queued_at=time.perf_counter(),
         )
-        entry = _Entry(name, arguments, arguments, input_, self._loop)
+        entry = _Entry(name, arguments, arguments, input_, self._loop, settle)
         pending = self._pending
         pending.append(entry)
         # Only when this call heads the queue and could start: otherwise a body still in
         # flight (or the lane's holder) pumps when it is done.
         if len(pending) == 1 and not self._exclusive_active and self._in_flight < self._cap:
             self._kick()
-        done = entry.done._future
-        if done is None:
-            await entry.done.wait()
-        elif not done.done():
-            await done  # the future itself: no ``_Flag.wait`` frame on the hot path
-        assert entry.outcome is not None
-        ok, payload = entry.outcome
-        if entry.committed and self._signal.aborted:
-            # The run ended while this call was in flight (or before the program got
-            # back to it): a result from a run that is over is not handed out.
-            raise self._over(name, "result discarded")
-        if ok:
-            return payload
-        raise payload
+        return entry
 
     # ----------------------------------------------------------------- the lane
 
@@ -503,10 +517,22 @@ class SubDispatchDriver:
         entry.exclusive = False
         return self._in_flight < self._cap
 
-    @staticmethod
-    def _settle(entry: _Entry, ok: bool, payload: Any) -> None:
+    def _settle(self, entry: _Entry, ok: bool, payload: Any) -> None:
         entry.outcome = (ok, payload)
-        entry.done.set()
+        settle = entry.settle
+        if settle is None:
+            assert entry.done is not None
+            entry.done.set()
+            return
+        if entry.committed and self._signal.aborted:
+            # As ``submit`` says when its task resumes after the run ended.
+            ok, payload = False, self._over(entry.name, "result discarded")
+        try:
+            settle(ok, payload)
+        except Exception:
+            # The runtime's callback failed: a bug of the runtime, not of this run's
+            # lane, which goes on committing the calls behind this one.
+            _log.exception("run_code: a binding's settle callback failed for %s", entry.name)
 
     async def _start(self, entry: _Entry) -> bool:
         """Start ``entry``; True when its body is to run (else it is already settled)."""
@@ -572,18 +598,26 @@ class SubDispatchDriver:
         self._forward(final)
         if final.is_error:
             info = final.error.info
-            self._settle(
-                entry, False, BindingCallError(final.error.message, info.code if info else None)
-            )
+            ok, payload = False, BindingCallError(final.error.message, info.code if info else None)
         else:
-            self._settle(entry, True, final.value)
-        if self._session is not None:
-            self._pending_logs += 1
-            job = (entry, final, time.perf_counter())
-            if self._append_now is not None and not self._has_log_listeners():
-                self._log_settle_now(entry, final, job[2], final.content)
+            ok, payload = True, final.value
+        if self._session is None:
+            self._settle(entry, ok, payload)
+            return
+        self._pending_logs += 1
+        committed = time.perf_counter()
+        if self._append_now is not None and not self._has_log_listeners():
+            if entry.settle is None:
+                self._settle(entry, ok, payload)
+                self._log_settle_now(entry, final, committed, final.content)
             else:
-                self._logs.submit(job)
+                # A callback acts at once (its reply leaves for the sandbox): the settle
+                # event is durable before the program can see the value.
+                self._log_settle_now(entry, final, committed, final.content)
+                self._settle(entry, ok, payload)
+            return
+        self._settle(entry, ok, payload)
+        self._logs.submit((entry, final, committed))
 
     def _forward(self, final: ToolExecutionResult) -> None:
         outer = self._outer

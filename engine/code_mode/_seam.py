@@ -3,7 +3,9 @@
 The engine owns ``run_code`` and the sub-dispatch driver; a runtime only runs a program
 and relays binding calls. A runtime never sees the registry: it receives plain async
 functions (``Binding.functions``) that accept lossless JSON arguments and either return
-a JSON value or raise ``BindingCallError``.
+a JSON value or raise ``BindingCallError``. A function may also be a ``SettlingBinding``,
+which a runtime can start from a plain callback (``begin``) and be told the outcome of,
+with no task of its own waiting for it.
 
 A program failure is a *field* of ``CodeRunResult`` (``error``), never an exception;
 ``run()`` raises only on seam misuse (invalid or duplicate binding globals, use after
@@ -24,6 +26,8 @@ __all__ = [
     "PORTABLE_RESERVED_WORDS",
     "RESERVED_BINDING_GLOBALS",
     "Binding",
+    "BindingFunction",
+    "SettlingBinding",
     "CodeRunError",
     "CodeRunRequest",
     "CodeRunResult",
@@ -70,6 +74,37 @@ ErrorKind.__doc__ = """Why a code run failed, the same set in every guest langua
 ERROR_KINDS: frozenset[str] = frozenset(ErrorKind.__args__)  # type: ignore[attr-defined]
 
 BindingFunction = Callable[[Any], Awaitable[Any]]
+
+Settle = Callable[[bool, Any], None]
+"""How a started call reports: ``(True, value)`` or ``(False, BindingCallError)``."""
+
+
+class SettlingBinding:
+    """A binding function that can also be started without awaiting it.
+
+    Awaiting ``fn(args)`` works as for any binding function. ``fn.begin(args, settle)``
+    queues the same call and returns at once; ``settle`` is called exactly once, later,
+    from whichever task commits the call (or at once, when ``begin`` refuses it by
+    raising ``BindingCallError``, in which case ``settle`` is never called). A runtime
+    that relays a call from a socket's read callback uses ``begin``: a task parked on
+    each call would cost two extra event-loop turns per sub-call.
+    """
+
+    __slots__ = ("__name__", "_begin", "_call")
+
+    def __init__(
+        self, name: str, call: BindingFunction, begin: Callable[[Any, Settle], None]
+    ) -> None:
+        self.__name__ = name
+        self._call = call
+        self._begin = begin
+
+    def __call__(self, args: Any = msgspec.UNSET) -> Awaitable[Any]:
+        return self._call(args)
+
+    def begin(self, args: Any, settle: Settle) -> None:
+        """Queue the call; ``settle`` gets its outcome (see the class docstring)."""
+        self._begin(args, settle)
 
 
 class ErrorClass(msgspec.Struct, frozen=True):

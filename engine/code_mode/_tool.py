@@ -24,7 +24,7 @@ from .._types import ToolDefinition, ToolOutput, text
 from ..json import dumps_pretty
 from ..schema import validate_args
 from ._driver import SubDispatchDriver
-from ._seam import Binding, CodeRunRequest, ErrorClass
+from ._seam import Binding, CodeRunRequest, ErrorClass, SettlingBinding
 
 if TYPE_CHECKING:
     from .._execution import ToolRunContext
@@ -315,25 +315,29 @@ class _UnknownKeyNotes:
             return list(self._lines)
         return [*self._lines, f"... and {self._dropped} more unknown keys ignored"]
 
-    def watch(
-        self, name: str, parameters: Any, call: Callable[[Any], Awaitable[Any]]
-    ) -> Callable[[Any], Awaitable[Any]]:
+    def watch(self, name: str, parameters: Any, call: SettlingBinding) -> SettlingBinding:
         """``call``, noting undeclared keys first; ``call`` itself when nothing can be."""
         declared = _declared_keys(parameters)
         if not declared:
             return call
 
-        # A plain function returning the driver's coroutine: no extra coroutine frame
-        # per sub-call on the hot path.
-        def noting(args: Any = msgspec.UNSET) -> Awaitable[Any]:
+        def note(args: Any) -> None:
             if isinstance(args, dict):
                 for key in args:
                     if key not in declared and isinstance(key, str):
                         self._note(name, key, declared)
+
+        # A plain function returning the driver's coroutine: no extra coroutine frame
+        # per sub-call on the hot path.
+        def noting(args: Any = msgspec.UNSET) -> Awaitable[Any]:
+            note(args)
             return call(args)
 
-        noting.__name__ = name
-        return noting
+        def begin(args: Any, settle: Callable[[bool, Any], None]) -> None:
+            note(args)
+            call.begin(args, settle)
+
+        return SettlingBinding(name, noting, begin)
 
     def _note(self, name: str, key: str, declared: frozenset[str]) -> None:
         if (name, key) in self._seen:

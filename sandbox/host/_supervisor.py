@@ -58,6 +58,7 @@ from codemode.engine import (
     CodeRunError,
     CodeRunRequest,
     CodeRunResult,
+    SettlingBinding,
     reason_text,
 )
 from codemode.engine.json import is_lossless
@@ -365,6 +366,21 @@ class RunSupervisor:
             message = f"arguments nest deeper than {frame.args.limit:,} levels"
             bridge.send(ResultFrame(id=frame.id, ok=False, message=message, code="INVALID_ARGS"))
             return
+        functions = self._functions.get(frame.global_name)
+        fn = functions.get(frame.name) if functions is not None else None
+        if isinstance(fn, SettlingBinding):
+            # Started from this read callback and answered from the task that commits
+            # it: no relay task parks on the call (two event-loop turns fewer).
+            call_id = frame.id
+
+            def settle(ok: bool, payload: Any) -> None:
+                self._answer(bridge, call_id, ok, payload)
+
+            try:
+                fn.begin(frame.args, settle)
+            except BindingCallError as exc:
+                self._answer(bridge, call_id, False, exc)
+            return
         self._queued.append(frame)
         if self._parked:
             self._parked.pop().set()
@@ -404,36 +420,50 @@ class RunSupervisor:
     async def _relay(self, bridge: HostBridge, frame: CallFrame) -> None:
         functions = self._functions.get(frame.global_name)
         fn = functions.get(frame.name) if functions is not None else None
-        reply: ResultFrame
         if fn is None:
             message = f'unknown binding "{frame.global_name}.{frame.name}"'
-            reply = ResultFrame(id=frame.id, ok=False, message=message)
+            self._send_reply(bridge, ResultFrame(id=frame.id, ok=False, message=message))
+            return
+        try:
+            value = await fn(frame.args)
+        except BindingCallError as exc:
+            self._answer(bridge, frame.id, False, exc)
+        except Exception as exc:
+            # A binding function may only raise BindingCallError; anything else is a
+            # host bug, relayed so the program fails loudly instead of hanging.
+            self._send_reply(bridge, ResultFrame(id=frame.id, ok=False, message=str(exc)))
         else:
-            try:
-                value = await fn(frame.args)
-            except BindingCallError as exc:
-                reply = ResultFrame(id=frame.id, ok=False, message=exc.message, code=exc.code)
-            except Exception as exc:
-                # A binding function may only raise BindingCallError; anything else is a
-                # host bug, relayed so the program fails loudly instead of hanging.
-                reply = ResultFrame(id=frame.id, ok=False, message=str(exc))
+            self._answer(bridge, frame.id, True, value)
+
+    def _answer(self, bridge: HostBridge, call_id: int, ok: bool, payload: Any) -> None:
+        """Reply to call ``call_id``: its value, or the ``BindingCallError`` it failed with."""
+        reply: ResultFrame
+        if not ok:
+            if isinstance(payload, BindingCallError):
+                reply = ResultFrame(
+                    id=call_id, ok=False, message=payload.message, code=payload.code
+                )
             else:
-                if is_lossless(value):
-                    reply = ResultFrame(id=frame.id, ok=True, value=value)
-                else:
-                    message = "binding resolution must be lossless JSON"
-                    reply = ResultFrame(id=frame.id, ok=False, message=message)
+                reply = ResultFrame(id=call_id, ok=False, message=str(payload))
+        elif is_lossless(payload):
+            reply = ResultFrame(id=call_id, ok=True, value=payload)
+        else:
+            message = "binding resolution must be lossless JSON"
+            reply = ResultFrame(id=call_id, ok=False, message=message)
+        self._send_reply(bridge, reply)
+
+    def _send_reply(self, bridge: HostBridge, reply: ResultFrame) -> None:
         if self._outcome is not None:
             return
         try:
             sent = bridge.send(reply)
         except NestingError as exc:
             message = f"binding result nests deeper than {exc.limit:,} levels"
-            sent = bridge.send(ResultFrame(id=frame.id, ok=False, message=message))
+            sent = bridge.send(ResultFrame(id=reply.id, ok=False, message=message))
         if not sent:
             limit = self.limits.frame_bytes
             message = f"binding result exceeds the bridge frame limit ({limit} bytes)"
-            bridge.send(ResultFrame(id=frame.id, ok=False, message=message))
+            bridge.send(ResultFrame(id=reply.id, ok=False, message=message))
 
     def _on_done(self, bridge: HostBridge, frame: DoneFrame) -> None:
         error = frame.error

@@ -14,7 +14,14 @@ import anyio
 import pytest
 from sandbox_helpers import bindings, ok
 
-from codemode.engine import AbortController, CodeRunRequest
+from codemode.engine import (
+    AbortController,
+    Binding,
+    BindingCallError,
+    CodeRunRequest,
+    ErrorClass,
+    SettlingBinding,
+)
 from codemode.sandbox import Limits, PythonRuntime
 
 pytestmark = pytest.mark.anyio
@@ -99,3 +106,43 @@ def test_calls_relay_in_plain_tasks_under_asyncio_run() -> None:
     assert ok(result) == list(range(8))
     assert len(names) == 9
     assert set(names) == {"sandbox call relay"}
+
+
+async def test_settling_bindings_are_answered_from_the_settle_callback_not_a_relay() -> None:
+    loop = asyncio.get_running_loop()
+    relays_at_begin: list[int] = []
+
+    async def awaited(args: Any) -> Any:
+        raise AssertionError("a settling binding was awaited instead of begun")
+
+    def begin(args: Any, settle: Any) -> None:
+        relays_at_begin.append(len(_relay_tasks()))
+        if args.get("fail"):
+            loop.call_soon(settle, False, BindingCallError("refused here", "DENIED"))
+        else:
+            loop.call_soon(settle, True, {"twice": args["i"] * 2})
+
+    def refuse(args: Any, settle: Any) -> None:
+        raise BindingCallError("not now", "BUSY")
+
+    functions = {
+        "echo": SettlingBinding("echo", awaited, begin),
+        "nope": SettlingBinding("nope", awaited, refuse),
+    }
+    program = (
+        "out = [(await tools.echo({'i': i}))['twice'] for i in range(5)]\n"
+        "for name, args in (('echo', {'fail': True}), ('nope', {})):\n"
+        "    try:\n"
+        "        await getattr(tools, name)(args)\n"
+        "    except ToolCallError as e:\n"
+        "        out.append(str(e))\n"
+        "return out"
+    )
+    async with PythonRuntime(Limits(max_wall_ms=30_000)) as runtime:
+        request = CodeRunRequest(
+            program, [Binding("tools", functions, ErrorClass())], AbortController().signal
+        )
+        value = ok(await runtime.run(request))
+    assert value[:5] == [0, 2, 4, 6, 8]
+    assert "refused here" in value[5] and "not now" in value[6]
+    assert relays_at_begin == [0] * 6  # no relay task was ever started for them
