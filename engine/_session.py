@@ -37,7 +37,7 @@ import threading
 import urllib.parse
 import weakref
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, cast, runtime_checkable
 
 import msgspec
 
@@ -229,7 +229,7 @@ def _encode(event: dict[str, Any], data: bytes | None = None) -> str:
         return json.dumps(event, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def _decode(body: str) -> Any:
+def _decode(body: str | bytes) -> Any:
     try:
         return _decoder.decode(body)
     except RecursionError:
@@ -270,12 +270,21 @@ class MemorySessionLog(_ClosingLog):
 
     ``max_inline_bytes``: fields larger than this are kept as a preview, byte size and
     sha256 (see the module docstring); ``None`` keeps everything.
+
+    With a bound, an event is kept as its compact JSON bytes (the encoding the bound
+    measures it by) until ``events`` is first read, then as the frozen dict decoded from
+    them: a host that appends thousands of sub-call events and never reads them holds one
+    bytes object per event, which the cycle collector never scans, instead of a tree of
+    frozen containers it rescans on every full collection (measured: ~6 µs and a fifth of
+    the engine's cost per code-mode sub-call, 20,000 calls into one log).
     """
 
     def __init__(self, *, max_inline_bytes: int | None = DEFAULT_MAX_INLINE_BYTES) -> None:
         self.max_inline_bytes = _check_max_inline(max_inline_bytes)
         self._bound = _Bound(self.max_inline_bytes)
-        self._events: list[dict[str, Any]] = []
+        # Frozen dicts up to ``_thawed``, then bytes (or frozen dicts, with no bound).
+        self._events: list[dict[str, Any] | bytes] = []
+        self._thawed = 0
         self._lock = threading.Lock()
         self._closed = False
 
@@ -293,17 +302,34 @@ class MemorySessionLog(_ClosingLog):
         # exactly what a SQLite log accepts. The one encode is for the retention bound.
         frozen = _validate(event)
         with self._lock:  # the bound's memo is shared state
-            frozen = self._bound.apply(frozen, self._bound.body_if_small(frozen))
+            bound = self._bound
+            body = bound.body_if_small(frozen)
+            kept = bound.apply(frozen, body)
             if self._closed:
                 raise RuntimeError("session log is closed")
-            self._events.append(frozen)
+            stored: dict[str, Any] | bytes
+            if bound.cap is None:
+                stored = kept  # everything kept: no encode of what may be huge
+            elif body is not None and kept is frozen:
+                stored = body
+            else:
+                stored = _encode_bytes(kept)  # fields replaced by their markers
+            self._events.append(stored)
             return len(self._events) - 1
 
     @property
     def events(self) -> list[dict[str, Any]]:
         """Every stored event (deep-frozen dicts), in append order. Readable after close."""
         with self._lock:
-            return list(self._events)
+            events = self._events
+            # Decoded once, in place: a reader that polls (the agent loop, each step)
+            # decodes each event once, not once per read.
+            for i in range(self._thawed, len(events)):
+                item = events[i]
+                if type(item) is bytes:
+                    events[i] = snapshot(_decode(item), label="event")
+            self._thawed = len(events)
+            return cast("list[dict[str, Any]]", list(events))
 
     def close(self) -> None:
         """Refuse further appends; the stored events stay readable."""

@@ -122,9 +122,11 @@ class RecentEventsLog:
 
     async def append(self, event: dict[str, Any]) -> int:
         """Validate and store ``event``; its sequence number (counting dropped ones)."""
-        seq = self._log.append_now(event) + self._dropped
-        kept = self._log.events
-        if len(kept) > self.max_events:
+        index = self._log.append_now(event)
+        seq = index + self._dropped
+        if index >= self.max_events:
+            # Read only to rotate: the memory log keeps unread events as bytes.
+            kept = self._log.events
             # Rotate into a fresh log with the newer half: amortised O(1) per append.
             keep = kept[len(kept) - self.max_events // 2 :]
             fresh = MemorySessionLog()

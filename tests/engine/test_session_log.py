@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import sqlite3
@@ -271,6 +272,37 @@ async def test_memory_log_stays_readable_after_close() -> None:
     await log.append({"type": "x"})
     log.close()
     assert log.events == [{"type": "x"}]
+
+
+def _tracked() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_unread_memory_events_are_not_containers_the_collector_scans(bounded: bool) -> None:
+    # A host appending thousands of sub-call events it never reads: with the default
+    # bound each is one bytes object (untracked by the cycle collector) until read; with
+    # no bound the frozen events themselves are kept (nothing is encoded).
+    log = MemorySessionLog() if bounded else MemorySessionLog(max_inline_bytes=None)
+    event = {"type": "tool/code-dispatch", "arguments": {"i": [1, 2, {"k": "v"}]}, "n": 0}
+    before = _tracked()
+    for n in range(2_000):
+        log.append_now(dict(event, n=n))
+    grown = _tracked() - before
+    if bounded:
+        assert grown < 20, grown
+    else:
+        assert grown >= 2_000 * 3, grown
+    # Read back: equal frozen events, each decoded once (the same objects on a re-read).
+    first = log.events
+    assert [e["n"] for e in first] == list(range(2_000))
+    assert first[7] == dict(event, n=7)
+    with pytest.raises(TypeError):
+        first[7]["arguments"]["i"].append(3)  # type: ignore[index]
+    assert all(a is b for a, b in zip(first, log.events, strict=True))
+    log.append_now(dict(event, n=2_000))
+    assert log.events[-1]["n"] == 2_000 and log.events[0] is first[0]
 
 
 @pytest.mark.anyio
