@@ -25,7 +25,9 @@ _MIN_FRAME_BYTES = 64 * 1024
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Per-run limits of a sandbox runtime; every field must be a positive number.
 
-    - ``max_compute_ms``: CPU time the worker may burn (awaiting a binding accrues nothing).
+    - ``max_compute_ms``: CPU time the worker may burn. Awaiting a binding accrues only
+      the brief poll before the worker sleeps (at most 0.3 ms per wait and 0.1 s per
+      run; see ``worker._bridge.Spin``).
     - ``max_wall_ms``: wall-clock ceiling of one run.
     - ``max_output_bytes``: JSON bytes of the log array plus the value or diagnostic.
     - ``max_memory_bytes``: address-space limit of the worker process.

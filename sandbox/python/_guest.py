@@ -468,7 +468,8 @@ class _Run:
         env = self.build_globals()
         exec(code, env)
         main = env[MAIN]
-        self.bridge.attach(self.loop, self.on_result)
+        pending = self.pending
+        self.bridge.attach(self.loop, self.on_result, lambda: bool(pending))
         self.loop.set_task_factory(self.task_factory)  # type: ignore[arg-type]
         try:
             result = self.loop.run_until_complete(main())

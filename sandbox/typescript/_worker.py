@@ -168,7 +168,7 @@ class _Driver:
             if not isinstance(state, GuestRunning):
                 self.finish(state)
                 return
-            payloads = self.bridge.wait_payloads(guest.timer_delay())
+            payloads = self.bridge.wait_payloads(guest.timer_delay(), spin=guest.outstanding > 0)
             if payloads is None:
                 return  # the host hung up: the run is over
             if not payloads:

@@ -31,7 +31,7 @@ import socket
 from typing import NoReturn
 
 from . import _boundary
-from ._bridge import WorkerBridge
+from ._bridge import SpinningSelector, WorkerBridge
 from ._frames import DoneFrame, ErrorSpec, ReadyFrame
 from ._guest import load_guest
 
@@ -67,7 +67,8 @@ def worker_main(
         os.setsid()
         os.environ.clear()
         sock = socket.socket(fileno=bridge_fd)
-        loop = asyncio.new_event_loop()
+        # Polls briefly before it sleeps while a binding result is due (``Spin``).
+        loop = asyncio.SelectorEventLoop(SpinningSelector())
         notes = _boundary.lock_down_worker(spec, parent_pid, server)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))

@@ -1,0 +1,122 @@
+"""The worker's poll-before-sleep for binding results (``Spin``, ``SpinningSelector``,
+``WorkerBridge.wait_payloads(spin=True)``): when it polls, how long, what it learns, and
+the allowance that bounds what a run can burn polling."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import threading
+import time
+from typing import Any
+
+import anyio
+import pytest
+from sandbox_helpers import bindings, ok
+
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox.worker._bridge import Spin, SpinningSelector, WorkerBridge
+from codemode.sandbox.worker._frames import ResultFrame, encode_frame
+
+
+def test_the_window_follows_recent_waits_and_stops_when_they_are_slow() -> None:
+    spin = Spin()
+    assert spin.window(None) == Spin.MAX_WINDOW_S  # optimistic first wait
+    assert spin.window(0.0001) == 0.0001  # never past the caller's timeout
+    for _ in range(20):
+        spin.record(40e-6, 40e-6)
+    assert 79e-6 < spin.window(None) < 90e-6  # about twice the typical wait
+    for _ in range(20):
+        spin.record(0.010, 0.0)  # a slow tool: sleeping costs nothing next to it
+    assert spin.window(None) == 0.0
+    for _ in range(30):
+        spin.record(50e-6, 0.0)  # fast again: it polls again
+    assert spin.window(None) > 0
+
+
+def test_the_allowance_bounds_what_a_run_polls() -> None:
+    spin = Spin()
+    spent = 0.0
+    for _ in range(10_000):
+        window = spin.window(None)
+        spent += window
+        spin.record(window, window)  # every wait polls its whole window
+    assert spent <= Spin.ALLOWANCE_S + Spin.MAX_WINDOW_S
+    assert spin.window(None) == 0.0
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    return a, b
+
+
+def test_the_selector_polls_only_while_a_result_is_due() -> None:
+    a, b = _pair()
+    selector = SpinningSelector()
+    selector.register(a, selectors.EVENT_READ)
+    try:
+        due = [False]
+        selector.waiting = lambda: due[0]
+        # Nothing due: a timed wait is a plain sleep, the allowance untouched.
+        assert selector.select(0.002) == []
+        assert selector.spin.left == Spin.ALLOWANCE_S
+        # A result due and on its way: found by polling, the wait learned.
+        due[0] = True
+        timer = threading.Timer(0.0001, b.send, (b"x",))
+        timer.start()
+        ready = selector.select(None)
+        timer.join()
+        assert [key.fileobj for key, _ in ready] == [a]
+        assert selector.spin.left < Spin.ALLOWANCE_S
+        assert selector.spin.typical != Spin.MAX_WINDOW_S / 2
+    finally:
+        selector.close()
+        a.close()
+        b.close()
+
+
+def test_wait_payloads_polls_then_sleeps_for_a_late_result() -> None:
+    a, b = _pair()
+    bridge = WorkerBridge(a, 1 << 20)
+    try:
+        frame = bytes(encode_frame(ResultFrame(id=1, ok=True, value=7)))
+        timer = threading.Timer(0.02, b.send, (frame,))
+        timer.start()
+        started = time.perf_counter()
+        payloads = bridge.wait_payloads(None, spin=True)
+        waited = time.perf_counter() - started
+        timer.join()
+        assert payloads is not None and len(payloads) == 1
+        assert waited >= 0.02
+        # It polled one window at most, then slept: the allowance lost one window.
+        assert Spin.ALLOWANCE_S - Spin.MAX_WINDOW_S - 1e-6 <= bridge.spin.left < Spin.ALLOWANCE_S
+        # A timed wait with nothing arriving returns [] and learns nothing.
+        before = bridge.spin.typical
+        assert bridge.wait_payloads(0.001, spin=True) == []
+        assert bridge.spin.typical == before
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("runtime_class", [PythonRuntime, TypeScriptRuntime])
+async def test_awaiting_slow_bindings_does_not_spend_the_compute_budget(runtime_class: Any) -> None:
+    # 40 waits of 25 ms (1 s of waiting) under a 250 ms compute budget: the worker polls a
+    # window or two, then sleeps through every wait.
+    async def slow(args: Any) -> Any:
+        await anyio.sleep(0.025)
+        return args["i"]
+
+    python = runtime_class is PythonRuntime
+    program = (
+        "total = 0\nfor i in range(40):\n    total += await tools.slow({'i': i})\nreturn total"
+        if python
+        else "let total = 0\nfor (let i = 0; i < 40; i++) total += await tools.slow({i})\n"
+        "return total"
+    )
+    async with runtime_class(Limits(max_compute_ms=250, max_wall_ms=30_000)) as runtime:
+        request = CodeRunRequest(program, bindings({"slow": slow}), AbortController().signal)
+        assert ok(await runtime.run(request)) == sum(range(40))
