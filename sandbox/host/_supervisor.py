@@ -109,6 +109,10 @@ class _Outcome(msgspec.Struct):
     value: Any = msgspec.UNSET
 
 
+# Runs being supervised in this process (one event loop serves them all, usually).
+_ACTIVE = [0]
+
+
 class RunSupervisor:
     """Supervises one run: one ``CodeRunRequest`` on one worker; see module docstring."""
 
@@ -175,6 +179,7 @@ class RunSupervisor:
         """Run the request to completion and return its result."""
         signal_: AbortSignal = self.request.signal
         dispose = signal_.add_listener(lambda s: self.settle("abort", reason_text(s.reason)))
+        _ACTIVE[0] += 1
         try:
             self._loop = _asyncio_loop()
             async with anyio.create_task_group() as tg:
@@ -187,6 +192,7 @@ class RunSupervisor:
                     # event-loop iteration on the path of every run.
                     await self._drive(pool)
         finally:
+            _ACTIVE[0] -= 1
             if self._timer is not None:
                 self._timer.cancel()
             try:
@@ -438,18 +444,21 @@ class RunSupervisor:
     def _answer(self, bridge: HostBridge, call_id: int, ok: bool, payload: Any) -> None:
         """Reply to call ``call_id``: its value, or the ``BindingCallError`` it failed with."""
         reply: ResultFrame
+        # The worker may poll for its next result only while no other run shares this
+        # host's loop: with several, the CPU it would burn is the host's (``Spin``).
+        poll = _ACTIVE[0] == 1
         if not ok:
             if isinstance(payload, BindingCallError):
                 reply = ResultFrame(
-                    id=call_id, ok=False, message=payload.message, code=payload.code
+                    id=call_id, ok=False, message=payload.message, code=payload.code, poll=poll
                 )
             else:
-                reply = ResultFrame(id=call_id, ok=False, message=str(payload))
+                reply = ResultFrame(id=call_id, ok=False, message=str(payload), poll=poll)
         elif is_lossless(payload):
-            reply = ResultFrame(id=call_id, ok=True, value=payload)
+            reply = ResultFrame(id=call_id, ok=True, value=payload, poll=poll)
         else:
             message = "binding resolution must be lossless JSON"
-            reply = ResultFrame(id=call_id, ok=False, message=message)
+            reply = ResultFrame(id=call_id, ok=False, message=message, poll=poll)
         self._send_reply(bridge, reply)
 
     def _send_reply(self, bridge: HostBridge, reply: ResultFrame) -> None:

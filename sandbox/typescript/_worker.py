@@ -96,6 +96,7 @@ class _Result(msgspec.Struct, frozen=True, tag="result", tag_field="type", omit_
     value: msgspec.Raw = msgspec.field(default_factory=_null)
     message: str = ""
     code: str | None = None
+    poll: bool = False
 
 
 _result_decoder = msgspec.json.Decoder(_Result)
@@ -180,6 +181,7 @@ class _Driver:
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     continue  # the host never sends junk; nothing to answer if it did
                 if isinstance(frame, _Result):
+                    self.bridge.spin.allowed = frame.poll
                     self.settle(frame)
 
     def settle(self, frame: _Result) -> None:

@@ -68,16 +68,19 @@ class Spin:
 
     MAX_WINDOW_S = 300e-6
     ALLOWANCE_S = 0.1
-    __slots__ = ("left", "typical")
+    __slots__ = ("allowed", "left", "typical")
 
     def __init__(self) -> None:
         self.left = self.ALLOWANCE_S
-        # Optimistic start: the first wait polls up to the full window.
+        # Optimistic start: the first wait the host allows polls up to the full window.
         self.typical = self.MAX_WINDOW_S / 2
+        # Set from each result frame's ``poll``: the host allows it only while it serves
+        # no other run (otherwise the polling would take the CPU the host needs).
+        self.allowed = False
 
     def window(self, timeout: float | None) -> float:
         """Seconds the next wait may poll (0: sleep at once), within ``timeout``."""
-        if self.typical > self.MAX_WINDOW_S or self.left <= 0:
+        if not self.allowed or self.typical > self.MAX_WINDOW_S or self.left <= 0:
             return 0.0
         window = min(2 * self.typical, self.MAX_WINDOW_S, self.left)
         return window if timeout is None else min(window, timeout)
@@ -279,6 +282,7 @@ class WorkerBridge:
                 for payload in ready:
                     frame = self._decode(payload)
                     if isinstance(frame, ResultFrame):
+                        self.spin.allowed = frame.poll
                         on_result(frame)
 
         loop.add_reader(self.sock.fileno(), readable)

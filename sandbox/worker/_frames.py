@@ -98,13 +98,18 @@ class RunFrame(msgspec.Struct, frozen=True, tag="run", tag_field="type", rename=
 class ResultFrame(
     msgspec.Struct, frozen=True, tag="result", tag_field="type", rename="camel", omit_defaults=True
 ):
-    """Host -> worker: the settlement of call ``id`` (``ok`` with ``value``, or a failure)."""
+    """Host -> worker: the settlement of call ``id`` (``ok`` with ``value``, or a failure).
+
+    ``poll``: the host serves no other run right now, so the worker may poll briefly for
+    its next result before it sleeps (``WorkerBridge``'s ``Spin``).
+    """
 
     id: int
     ok: bool
     value: Any = None
     message: str = ""
     code: str | None = None
+    poll: bool = False
 
 
 class ReadyFrame(msgspec.Struct, frozen=True, tag="ready", tag_field="type", rename="camel"):

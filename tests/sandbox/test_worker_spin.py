@@ -22,6 +22,8 @@ from codemode.sandbox.worker._frames import ResultFrame, encode_frame
 
 def test_the_window_follows_recent_waits_and_stops_when_they_are_slow() -> None:
     spin = Spin()
+    assert spin.window(None) == 0.0  # until a result frame says the host allows it
+    spin.allowed = True
     assert spin.window(None) == Spin.MAX_WINDOW_S  # optimistic first wait
     assert spin.window(0.0001) == 0.0001  # never past the caller's timeout
     for _ in range(20):
@@ -37,6 +39,7 @@ def test_the_window_follows_recent_waits_and_stops_when_they_are_slow() -> None:
 
 def test_the_allowance_bounds_what_a_run_polls() -> None:
     spin = Spin()
+    spin.allowed = True
     spent = 0.0
     for _ in range(10_000):
         window = spin.window(None)
@@ -62,8 +65,16 @@ def test_the_selector_polls_only_while_a_result_is_due() -> None:
         # Nothing due: a timed wait is a plain sleep, the allowance untouched.
         assert selector.select(0.002) == []
         assert selector.spin.left == Spin.ALLOWANCE_S
-        # A result due and on its way: found by polling, the wait learned.
+        # A result due, but the host did not allow polling: a plain sleep too.
         due[0] = True
+        timer = threading.Timer(0.0001, b.send, (b"x",))
+        timer.start()
+        assert selector.select(None)
+        timer.join()
+        assert a.recv(1) == b"x"
+        assert selector.spin.left == Spin.ALLOWANCE_S
+        # Allowed, a result due and on its way: found by polling, the wait learned.
+        selector.spin.allowed = True
         timer = threading.Timer(0.0001, b.send, (b"x",))
         timer.start()
         ready = selector.select(None)
@@ -80,6 +91,7 @@ def test_the_selector_polls_only_while_a_result_is_due() -> None:
 def test_wait_payloads_polls_then_sleeps_for_a_late_result() -> None:
     a, b = _pair()
     bridge = WorkerBridge(a, 1 << 20)
+    bridge.spin.allowed = True
     try:
         frame = bytes(encode_frame(ResultFrame(id=1, ok=True, value=7)))
         timer = threading.Timer(0.02, b.send, (frame,))
@@ -120,3 +132,55 @@ async def test_awaiting_slow_bindings_does_not_spend_the_compute_budget(runtime_
     async with runtime_class(Limits(max_compute_ms=250, max_wall_ms=30_000)) as runtime:
         request = CodeRunRequest(program, bindings({"slow": slow}), AbortController().signal)
         assert ok(await runtime.run(request)) == sum(range(40))
+
+
+_PROBE = """
+import select
+from codemode.sandbox.worker._frames import CallFrame, ResultFrame, decode_frame
+from codemode.sandbox.worker._frames import WorkerInbound
+import msgspec
+decoder = msgspec.json.Decoder(WorkerInbound)
+bridge.send(CallFrame(id=1, global_name="tools", name="hold", args={}))
+seen = []
+while not seen:
+    payloads = bridge.wait_payloads(10)
+    for payload in payloads or []:
+        frame = decode_frame(decoder, payload)
+        if isinstance(frame, ResultFrame):
+            seen.append(frame.poll)
+result = seen[0]
+"""
+
+
+@pytest.mark.anyio
+async def test_the_host_allows_polling_only_while_it_serves_one_run() -> None:
+    guests = {
+        "python": "codemode.sandbox.python._guest",
+        "raw": "codemode.sandbox.worker._raw_guest",
+    }
+    release = anyio.Event()
+    entered = anyio.Event()
+
+    async def hold(args: Any) -> Any:
+        entered.set()
+        await release.wait()
+        return 1
+
+    async def quick(args: Any) -> Any:
+        return 1
+
+    limits = Limits(max_compute_ms=5_000, max_wall_ms=20_000, pool_size=2)
+    async with PythonRuntime(limits, _guests=guests) as runtime:
+
+        async def probe(fn: Any) -> Any:
+            request = CodeRunRequest(_PROBE, bindings({"hold": fn}), AbortController().signal)
+            with anyio.fail_after(30):
+                return ok(await runtime._run_guest(request, "raw"))
+
+        assert await probe(quick) is True  # alone: the worker may poll
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(probe, hold)  # a second run, held open by its binding
+            with anyio.fail_after(30):
+                await entered.wait()
+            assert await probe(quick) is False  # two runs share the host: no polling
+            release.set()
