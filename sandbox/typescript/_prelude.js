@@ -413,7 +413,9 @@
         throw new OrigTypeError(`${BAD_ARGS}: ${describeProblem("arguments", "pass")}`);
       }
       const id = ++nextCallId;
-      return new OrigPromise((resolve, reject) => {
+      // Awaited, not returned: an async function returning a promise resolves its own
+      // through a thenable job and the guarded `then` (two more jobs per sub-call).
+      return await new OrigPromise((resolve, reject) => {
         pending[id] = { resolve, reject, name, ErrorClass, sites };
         outstanding += 1;
         push(outbox, [id, globalName, name, json]);

@@ -264,6 +264,38 @@ def test_tools_is_a_null_prototype_object_of_async_functions() -> None:
     ]
 
 
+class _CountingContext:
+    """A QuickJS context that counts the microtask jobs it runs."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self.jobs = 0
+
+    def execute_pending_job(self) -> Any:
+        ran = self._ctx.execute_pending_job()
+        self.jobs += bool(ran)
+        return ran
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+def test_an_awaited_sequential_call_costs_two_microtask_jobs() -> None:
+    # The binding awaits its promise instead of returning it from an async function
+    # (which resolves through a thenable job and the guarded `then`: three jobs).
+    guest = JsGuest(JsLimits())
+    counting = _CountingContext(guest._ctx)
+    guest._ctx = counting
+    program = "let t = 0; for (let i = 0; i < 100; i++) t += (await tools.echo({i})).i; return t"
+    guest.start(program, [JsBinding("tools", ("echo",))])
+    first = counting.jobs
+    while isinstance(guest.state, GuestRunning):
+        for pending in guest.pending_calls():
+            guest.resolve(pending.id, pending.args_json)
+    assert guest.state == GuestDone("4950")
+    assert counting.jobs - first <= 2 * 100 + 1
+
+
 def test_rejection_is_a_tool_call_error_with_fields() -> None:
     program = """
     try {

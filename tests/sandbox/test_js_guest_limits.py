@@ -42,6 +42,21 @@ def test_compute_budget_is_terminal(program: str) -> None:
     assert time.process_time() - started < 2.0
 
 
+@pytest.mark.parametrize(
+    "program",
+    ["while (true) {}", "const spin = async () => { for (;;) await null }; await spin()"],
+)
+def test_a_budget_above_the_cheap_clock_margin_stops_at_the_budget_not_before(
+    program: str,
+) -> None:
+    # 1.5 s: more than ``_CHEAP_MARGIN_S`` is left when the slice starts, so the limit
+    # handed to QuickJS comes from the wall clock first and from the process clock near
+    # the end; either way the run stops at its budget, never well before it.
+    outcome = drive(program, limits=JsLimits(max_compute_ms=1_500))
+    assert outcome.error == ("timeout", "compute budget exhausted (1500ms busy)")
+    assert outcome.guest is not None and 1.45 <= outcome.guest.busy_seconds < 2.0
+
+
 def test_budget_is_cumulative_across_slices() -> None:
     # Each slice burns at most 100 ms of wall time (so at most 100 ms of CPU, however
     # loaded the machine is), a third of the budget: only the sum across slices can
