@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ._errors import ToolNotFoundError
-from ._execution import ToolExecution, ToolRunContext
+from ._execution import ToolExecution, ToolRunContext, new_run_context
 from ._results import (
     aborted_before_dispatch_result,
     aborted_result,
@@ -153,19 +153,19 @@ class Pipeline:
             # pipeline never raises for a call; the failure carries that message.
             arguments = None
             failure = error_result(exc)
-        exec_ = ToolRunContext(
-            call_id=input_.call_id,
-            root_call_id=input_.root_call_id or input_.call_id,
-            name=name,
-            arguments=arguments,
-            agent=agent,
-            parent=parent,
-            signal=signal,
-            finalizer=finalizer,
+        exec_ = new_run_context(
+            input_.call_id,
+            input_.root_call_id or input_.call_id,
+            name,
+            arguments,
+            agent,
+            parent,
+            signal,
+            finalizer,
             # Resolved once here and carried: output validation (body, wrapper results,
             # post-execute value replacements) and per-tool policies read this one.
-            tool=None if collapsed else visible,
-            queued_at=input_.queued_at,
+            None if collapsed else visible,
+            input_.queued_at,
         )
         if failure is not None:
             return Settled(exec_, failure, post_execute=False)

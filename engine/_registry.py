@@ -263,12 +263,16 @@ class Registry:
 
         The returned dict is cached and shared: callers must not mutate it.
         """
-        run_code = self._run_code() if self.mode_for(scope) != "native" else None
         # A scope's view is cached on its layer (a scope belongs to one runtime, so one
         # registry): a weak-keyed dictionary look-up cost more than the rest of a hit.
         hit = self._global_view if scope is None else scope._layer.view
-        if hit is not None and hit[0] == self._version and hit[1] is run_code:
-            return hit[2]
+        if hit is not None and hit[0] == self._version:
+            # Every mode declaration bumps the version, so the mode is the cached one:
+            # only the run_code definition (the code runtime can be swapped) is checked.
+            cached_run_code = hit[1]
+            if cached_run_code is None or cached_run_code is self._run_code():
+                return hit[2]
+        run_code = self._run_code() if self.mode_for(scope) != "native" else None
         visible = self._compute_view(scope, run_code)
         entry = (self._version, run_code, visible)
         if scope is None:

@@ -100,6 +100,7 @@ def _validate(event: object) -> dict[str, Any]:
 
 
 _encoder = msgspec.json.Encoder()
+_msgspec_encode = _encoder.encode
 _decoder = msgspec.json.Decoder()
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024
@@ -157,7 +158,10 @@ class _Bound:
                 known = getattr(value, "_digest", None)
                 if known is not None and known[0] > cap:
                     return None
-        return _encode_bytes(frozen)
+        try:
+            return _msgspec_encode(frozen)  # the common case, without two wrapper calls
+        except (RecursionError, UnicodeEncodeError):
+            return _encode_bytes(frozen)
 
     def apply(self, frozen: dict[str, Any], body: bytes | None = None) -> dict[str, Any]:
         """``frozen`` with every top-level field over the cap replaced by a marker.

@@ -235,6 +235,11 @@ def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     ``freeze`` is true: it is immutable and already known to be lossless.
     Raises ``LosslessJsonError`` naming the first offending path.
     """
+    # The sealed case first, before any call: a sub-call snapshots the same sealed
+    # arguments and values four times on its way through the pipeline.
+    t = type(value)
+    if freeze and (t is FrozenDict or t is FrozenList) and getattr(value, "_sealed", False) is True:
+        return value
     try:
         return _fast(value, freeze, 0)
     except (_Slow, RecursionError):

@@ -160,7 +160,9 @@ class CodeMode:
 
     def definition(self) -> ToolDefinition:
         """The ``run_code`` definition for the current language (cached per language)."""
-        language = self.language()
+        # ``language()`` inline: the registry asks on every tool look-up.
+        code_runtime = self.runtime.code_runtime
+        language = "typescript" if code_runtime is None else str(code_runtime.language)
         if language not in RUN_CODE_FLAVORS:
             language = "typescript"  # schemas()/sections report the unknown language
         cached = self._cache.get(language)
