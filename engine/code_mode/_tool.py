@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,7 +24,7 @@ from .._types import ToolDefinition, ToolOutput, text
 from ..json import dumps_pretty
 from ..schema import validate_args
 from ._driver import SubDispatchDriver
-from ._seam import Binding, CodeRunRequest, ErrorClass, SettlingBinding
+from ._seam import Binding, CodeRunRequest, ErrorClass, Settle, SettlingBinding
 
 if TYPE_CHECKING:
     from .._execution import ToolRunContext
@@ -335,7 +335,7 @@ class _UnknownKeyNotes:
             note(args)
             return call(args)
 
-        def begin(args: Any, settle: Callable[[bool, Any], None]) -> None:
+        def begin(args: Any, settle: Settle) -> None:
             note(args)
             call.begin(args, settle)
 
