@@ -24,7 +24,7 @@ import selectors
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -39,6 +39,8 @@ from ._frames import (
 )
 
 __all__ = ["Spin", "SpinningSelector", "WorkerBridge"]
+
+_T = TypeVar("_T")
 
 _RECV = 256 * 1024
 
@@ -90,6 +92,29 @@ class Spin:
         self.left -= polled
         self.typical += (waited - self.typical) / 4
 
+    def poll_first(self, probe: Callable[[], _T], timeout: float | None) -> tuple[_T | None, float]:
+        """Call ``probe`` (a check that never sleeps) until it answers something true or
+        the window ends: its last answer and the seconds spent (``None, 0.0`` when the
+        window is empty)."""
+        window = self.window(timeout)
+        if window <= 0:
+            return None, 0.0
+        start = time.perf_counter()
+        end = start + window
+        while True:
+            answer = probe()
+            now = time.perf_counter()
+            if answer or now >= end:
+                return answer, now - start
+
+    def ended(self, waited: float, polled: float, result: bool) -> None:
+        """Account one wait: learnt from when a result ended it; a timer that ended it
+        only spends the polling."""
+        if result:
+            self.record(waited, polled)
+        else:
+            self.left -= polled
+
 
 class SpinningSelector(selectors.EpollSelector):
     """The worker loop's selector: while ``waiting()`` says a binding result is due, a
@@ -106,26 +131,12 @@ class SpinningSelector(selectors.EpollSelector):
             return super().select(timeout)
         spin = self.spin
         start = time.perf_counter()
-        window = spin.window(timeout)
-        polled = 0.0
-        if window > 0:
-            end = start + window
-            while True:
-                ready = super().select(0)
-                now = time.perf_counter()
-                if ready:
-                    spin.record(now - start, now - start)
-                    return ready
-                if now >= end:
-                    break
-            polled = now - start
+        ready, polled = spin.poll_first(lambda: super(SpinningSelector, self).select(0), timeout)
+        if not ready:
             if timeout is not None:
                 timeout = max(0.0, timeout - polled)
-        ready = super().select(timeout)
-        if ready:
-            spin.record(time.perf_counter() - start, polled)
-        else:
-            spin.left -= polled  # a timer, not a result: no wait to learn from
+            ready = super().select(timeout)
+        spin.ended(time.perf_counter() - start, polled, bool(ready))
         return ready
 
 
@@ -206,7 +217,7 @@ class WorkerBridge:
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
         start = time.perf_counter()
-        polled = self._poll_first(poller, timeout) if spin else 0.0
+        polled = self.spin.poll_first(lambda: poller.poll(0), timeout)[1] if spin else 0.0
         while True:
             if self.closed:
                 return None
@@ -216,7 +227,7 @@ class WorkerBridge:
             if not poller.poll(wait_ms):
                 if deadline is not None and time.monotonic() >= deadline:
                     if spin:
-                        self.spin.left -= polled  # a timer, not a result
+                        self.spin.ended(time.perf_counter() - start, polled, False)
                     return []
                 continue
             try:
@@ -230,21 +241,8 @@ class WorkerBridge:
                 return None
             if ready:
                 if spin:
-                    self.spin.record(time.perf_counter() - start, polled)
+                    self.spin.ended(time.perf_counter() - start, polled, True)
                 return ready
-
-    def _poll_first(self, poller: select.poll, timeout: float | None) -> float:
-        """Poll without sleeping until the socket is readable or the spin window ends;
-        the seconds spent."""
-        start = time.perf_counter()
-        window = self.spin.window(timeout)
-        if window <= 0:
-            return 0.0
-        end = start + window
-        while not poller.poll(0):
-            if time.perf_counter() >= end:
-                break
-        return time.perf_counter() - start
 
     def attach(
         self,
