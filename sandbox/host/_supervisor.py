@@ -168,7 +168,7 @@ class RunSupervisor:
         if self.worker is not None and kind != "ok":
             # A program that completed lingers, blocked, until ``run`` releases it.
             self.worker.kill()
-        if self._scope is not None:
+        if self._scope is not None and (self.bridge is None or not self.bridge.stop()):
             self._scope.cancel()
 
     def dispose(self) -> None:
