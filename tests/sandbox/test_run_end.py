@@ -65,19 +65,20 @@ async def test_an_abort_while_the_reader_waits_ends_the_run_at_once(
         request = CodeRunRequest(
             "await tools.wait({})\nreturn 1", bindings({"wait": wait}), controller.signal
         )
+        results: list[Any] = []
+        done = anyio.Event()
+
+        async def run() -> None:
+            results.append(await runtime.run(request))
+            done.set()
+
         async with anyio.create_task_group() as tg:
-            results: list[Any] = []
-
-            async def run() -> None:
-                results.append(await runtime.run(request))
-
             tg.start_soon(run)
             with anyio.fail_after(20):
                 await started.wait()
             controller.abort("enough")
             with anyio.fail_after(5):
-                while not results:
-                    await anyio.sleep(0.005)
+                await done.wait()
         assert results[0].error is not None and results[0].error.kind == "abort"
         assert "enough" in results[0].error.message
 
