@@ -21,6 +21,7 @@ from codemode.engine.code_mode import validate_bindings
 
 from ._limits import Limits
 from .host._pool import PoolStats, WorkerPool
+from .host._prepared import PreparedCache
 from .host._supervisor import RunSupervisor
 from .worker._boundary import BoundarySpec
 
@@ -71,6 +72,9 @@ class ProcessRuntime:
         self._closed = False
         self._idle = anyio.Event()
         self.stats = RuntimeStats()
+        # What workers made of recurring programs (see ``host/_prepared``); only guests
+        # that send a prepared form fill it.
+        self._prepared = PreparedCache()
 
     def _boundary(self) -> BoundarySpec:
         # The kernel's CPU limit is a backstop behind the supervisor's 25 ms polling.
@@ -175,6 +179,7 @@ class ProcessRuntime:
             guest=guest,
             options=options,
             compute_grace_s=self._compute_grace_s,
+            prepared=self._prepared,
         )
         self._runs.add(supervisor)
         self.stats.runs += 1

@@ -45,6 +45,7 @@ from ..worker._frames import (
     LogFrame,
     NeedsDeepDecode,
     Payload,
+    PreparedFrame,
     ReadyFrame,
     decode_frame,
     decode_host_frame_sliced_raw,
@@ -55,7 +56,7 @@ from ._pool import Worker
 
 __all__ = ["HostBridge", "HostFrame"]
 
-HostFrame = CallFrame | LogFrame | DoneFrame
+HostFrame = CallFrame | LogFrame | DoneFrame | PreparedFrame
 
 _SLICE = 16  # reads per readiness callback / between checkpoints
 # Payloads above this are decoded off the event loop. The worst case on the loop is the
@@ -75,7 +76,7 @@ _MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
 
 # Decoders are immutable and thread-safe: one serves every bridge (building one per run
 # was a fifth of the bridge's set-up).
-_DECODER = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | ReadyFrame)
+_DECODER = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | PreparedFrame | ReadyFrame)
 
 
 def _digest(view: memoryview, started: threading.Event) -> tuple[int, str, bytes]:

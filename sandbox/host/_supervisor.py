@@ -71,6 +71,7 @@ from ..worker._frames import (
     ErrorClassSpec,
     LogFrame,
     NestingError,
+    PreparedFrame,
     ResultFrame,
     RunFrame,
     TooDeep,
@@ -82,6 +83,7 @@ from ._bridge import HostBridge, HostFrame
 from ._forkserver_client import ForkServerError
 from ._ledger import OutputLedger, json_value_length
 from ._pool import Worker, WorkerPool, cpu_ns
+from ._prepared import PreparedCache
 
 __all__ = ["RunSupervisor"]
 
@@ -124,8 +126,14 @@ class RunSupervisor:
         guest: str,
         options: dict[str, Any] | None = None,
         compute_grace_s: float = 0.0,
+        prepared: PreparedCache | None = None,
     ) -> None:
         self.request = request
+        self._cache = prepared
+        # Whether the run frame asked for the program's prepared form (``PreparedCache``),
+        # and whether a frame of the worker's has been read yet: only its first may be it.
+        self._asked = False
+        self._first_frame = True
         self.compute_grace_s = compute_grace_s
         self.limits = limits
         self.guest = guest
@@ -246,6 +254,10 @@ class RunSupervisor:
             max_depth=self.limits.max_nesting_depth,
         )
         baseline = worker.cpu_ns if worker.cpu_ns is not None else cpu_ns(worker.pid)
+        prepared, ask = b"", False
+        if self._cache is not None:
+            prepared, ask = self._cache.lookup(self.request.program)
+            self._asked = ask
         frame = RunFrame(
             guest=self.guest,
             program=self.request.program,
@@ -265,10 +277,16 @@ class RunSupervisor:
             max_frame_bytes=self.limits.frame_bytes,
             max_sub_calls=self.limits.max_sub_calls,
             options=self.options,
+            prepare=ask,
+            prepared=prepared,
         )
         # Written now, not at the end of the loop iteration: nothing else is queued
-        # for a worker that has not started.
-        if not bridge.send(frame, flush=True):
+        # for a worker that has not started. A prepared form that makes the frame too
+        # big for the bridge is left out: the worker compiles instead.
+        sent = bridge.send(frame, flush=True)
+        if not sent and prepared:
+            sent = bridge.send(msgspec.structs.replace(frame, prepared=b""), flush=True)
+        if not sent:
             self.settle("exception", "program is too large for the bridge")
             return
         loop = self._loop
@@ -336,7 +354,15 @@ class RunSupervisor:
         def on_frame(frame: HostFrame, size: int) -> None:
             if self._outcome is not None:
                 return  # settled: the rest of the stream is moot
-            if isinstance(frame, LogFrame):
+            first, self._first_frame = self._first_frame, False
+            if isinstance(frame, PreparedFrame):
+                # Asked for, first, and written before any program code ran: anything
+                # else is a forgery of the program's, dropped (``PreparedCache``).
+                if first and self._asked and self._cache is not None:
+                    self._cache.store(self.request.program, frame.data)
+                else:
+                    bridge.count_drop()
+            elif isinstance(frame, LogFrame):
                 if not self.ledger.add_log(frame.text):
                     self.settle("output-limit", self.ledger.message)
             elif isinstance(frame, CallFrame):

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import keyword
+import marshal
 import mmap
 import os
 import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -33,10 +35,12 @@ from RestrictedPython.compile import compile_restricted_exec
 
 from ..worker._bridge import WorkerBridge
 from ..worker._frames import (
+    MAX_PREPARED_BYTES,
     CallFrame,
     DoneFrame,
     ErrorSpec,
     LogFrame,
+    PreparedFrame,
     ResultFrame,
     RunFrame,
     encode_frame,
@@ -107,6 +111,16 @@ def compile_program(source: str) -> Any:
         kind = "syntax" if all(TOP_LEVEL_YIELD in e for e in errors) else "forbidden"
         return (kind, format_policy_errors(errors, lines))
     return result.code
+
+
+def _code_of(prepared: bytes) -> Any:
+    """The code object an earlier worker compiled from this same program (the host kept
+    it: ``host/_prepared``), or None when ``prepared`` is not one (compile instead)."""
+    try:
+        code = marshal.loads(prepared)
+    except (ValueError, EOFError, TypeError):
+        return None
+    return code if type(code) is types.CodeType else None
 
 
 def _label(global_name: str, name: str) -> str:
@@ -460,11 +474,20 @@ class _Run:
             )
 
     def execute(self) -> None:
-        code = compile_program(self.run.program)
-        if isinstance(code, tuple):
-            kind, message = code
-            self.finish(DoneFrame(error=ErrorSpec(kind=kind, message=message)))
-            return
+        run = self.run
+        code = _code_of(run.prepared) if run.prepared else None
+        if code is None:
+            code = compile_program(run.program)
+            if isinstance(code, tuple):
+                kind, message = code
+                self.finish(DoneFrame(error=ErrorSpec(kind=kind, message=message)))
+                return
+            if run.prepare:
+                # Now, before any of the program's code runs: nothing it does can reach
+                # what later runs of the same text will execute (``host/_prepared``).
+                data = marshal.dumps(code)
+                if len(data) <= MAX_PREPARED_BYTES:
+                    self.bridge.send(PreparedFrame(data=data))
         env = self.build_globals()
         exec(code, env)
         main = env[MAIN]
@@ -527,8 +550,6 @@ def _process_settings() -> None:
     dataclasses does, finds it)."""
     warnings.simplefilter("ignore")
     sys.setrecursionlimit(_RECURSION_LIMIT)
-    import types
-
     sys.modules.setdefault(FILENAME, types.ModuleType(FILENAME))
 
 

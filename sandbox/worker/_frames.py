@@ -44,9 +44,11 @@ __all__ = [
     "ErrorSpec",
     "FrameBuffer",
     "LogFrame",
+    "MAX_PREPARED_BYTES",
     "NeedsDeepDecode",
     "NestingError",
     "Payload",
+    "PreparedFrame",
     "ReadyFrame",
     "ResultFrame",
     "RunFrame",
@@ -93,6 +95,11 @@ class RunFrame(msgspec.Struct, frozen=True, tag="run", tag_field="type", rename=
     max_frame_bytes: int
     max_sub_calls: int
     options: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: The host has seen this program before: send its prepared form (``PreparedFrame``).
+    prepare: bool = False
+    #: What an earlier worker of this guest made of this same program (the guest's own
+    #: format, e.g. a marshalled code object), to use instead of making it again.
+    prepared: bytes = b""
 
 
 class ResultFrame(
@@ -141,6 +148,18 @@ class ErrorSpec(msgspec.Struct, frozen=True, rename="camel"):
     message: str
 
 
+#: The largest prepared form a worker sends and the host keeps (``PreparedFrame``).
+MAX_PREPARED_BYTES = 1 << 20
+
+
+class PreparedFrame(msgspec.Struct, frozen=True, tag="prepared", tag_field="type"):
+    """Worker -> host, asked for by ``RunFrame.prepare`` and only as the first frame,
+    written before any program code ran: what the guest made of the program (its
+    compiled form), for the host to give to the next workers that run the same one."""
+
+    data: bytes
+
+
 class DoneFrame(
     msgspec.Struct, frozen=True, tag="done", tag_field="type", rename="camel", omit_defaults=True
 ):
@@ -150,7 +169,7 @@ class DoneFrame(
     error: ErrorSpec | None = None
 
 
-HostInbound = CallFrame | LogFrame | DoneFrame | ReadyFrame
+HostInbound = CallFrame | LogFrame | DoneFrame | PreparedFrame | ReadyFrame
 WorkerInbound = RunFrame | ResultFrame
 
 _encoder = msgspec.json.Encoder()
@@ -696,7 +715,9 @@ class _DoneWire(
     error: ErrorSpec | None = None
 
 
-_sliced_decoder = msgspec.json.Decoder(_CallWire | _DoneWire | LogFrame | ReadyFrame)
+_sliced_decoder = msgspec.json.Decoder(
+    _CallWire | _DoneWire | LogFrame | PreparedFrame | ReadyFrame
+)
 
 
 def decode_host_frame_sliced(payload: bytes, *, max_depth: int | None = None) -> Any:
