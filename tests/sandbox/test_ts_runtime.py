@@ -70,6 +70,27 @@ async def test_types_are_erased_and_lines_kept(run: Run) -> None:
     assert result.logs == ["{ x: 1, y: 2 }"]
 
 
+async def test_recurring_programs_are_stripped_once_and_errors_every_time(
+    ts: TypeScriptRuntime,
+) -> None:
+    from codemode.sandbox import _ts_runtime
+
+    program = "const n: number = 41\nreturn n + 1"
+    for _ in range(3):
+        assert ok(await make_runner(ts)(program)) == 42
+    assert ts._stripped[program] == "const n         = 41\nreturn n + 1"
+    for _ in range(2):  # an error is not kept: it is raised again, with its message
+        assert err(await make_runner(ts)("const x = ;"), "syntax").startswith("SyntaxError")
+    assert "const x = ;" not in ts._stripped
+    for i in range(_ts_runtime._STRIPPED_ENTRIES + 5):
+        ts._strip(f"return {i} as number")
+    assert len(ts._stripped) == _ts_runtime._STRIPPED_ENTRIES
+    assert program not in ts._stripped  # least recently used first out
+    big = "let s: string = '" + "a" * _ts_runtime._STRIPPED_MAX_CHARS + "'\nreturn s.length"
+    ts._strip(big)
+    assert big not in ts._stripped
+
+
 async def test_language_and_isolation(ts: TypeScriptRuntime) -> None:
     assert (ts.language, ts.isolation) == ("typescript", "process")
 
