@@ -35,6 +35,11 @@ class RuntimeStats(msgspec.Struct, kw_only=True):
 
     runs: int = 0
     dropped_frames: int = 0
+    #: The host's polls for a worker's next frame after sending it results (instead of
+    #: sleeping in the event loop), those that the frame ended, and their seconds.
+    host_polls: int = 0
+    host_poll_answers: int = 0
+    host_poll_seconds: float = 0.0
     pool: PoolStats = msgspec.field(default_factory=PoolStats)
 
 
@@ -189,6 +194,10 @@ class ProcessRuntime:
             self._runs.discard(supervisor)
             self._idle.set()
             self.stats.dropped_frames += supervisor.dropped
+            polls, answers, seconds = supervisor.polls
+            self.stats.host_polls += polls
+            self.stats.host_poll_answers += answers
+            self.stats.host_poll_seconds += seconds
 
     def processes(self) -> RuntimeProcesses:
         """The fork server's pid, the pids of workers currently running a program and

@@ -115,6 +115,12 @@ class _Outcome(msgspec.Struct):
 _ACTIVE = [0]
 
 
+def _serves_one_run() -> bool:
+    """Whether this host serves one run alone: only then may either side of the bridge
+    poll for the other's next frame instead of sleeping (``Spin``)."""
+    return _ACTIVE[0] == 1
+
+
 class RunSupervisor:
     """Supervises one run: one ``CodeRunRequest`` on one worker; see module docstring."""
 
@@ -144,6 +150,7 @@ class RunSupervisor:
         self.calls = 0
         self.call_bytes = 0
         self.dropped = 0
+        self.polls: tuple[int, int, float] = (0, 0, 0.0)
         self._seen_ids: set[int] = set()
         self._queued: deque[CallFrame] = deque()
         self._relays = 0
@@ -211,6 +218,7 @@ class RunSupervisor:
                 pool.release(self.worker)
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
+                self.polls = self.bridge.polls
         if self._relay_crash is not None:
             raise self._relay_crash
         return self._result()
@@ -252,6 +260,7 @@ class RunSupervisor:
             self.limits.frame_bytes,
             self._spawn,
             max_depth=self.limits.max_nesting_depth,
+            may_poll=_serves_one_run,
         )
         baseline = worker.cpu_ns if worker.cpu_ns is not None else cpu_ns(worker.pid)
         prepared, ask = b"", False
@@ -472,7 +481,7 @@ class RunSupervisor:
         reply: ResultFrame
         # The worker may poll for its next result only while no other run shares this
         # host's loop: with several, the CPU it would burn is the host's (``Spin``).
-        poll = _ACTIVE[0] == 1
+        poll = _serves_one_run()
         if not ok:
             if isinstance(payload, BindingCallError):
                 reply = ResultFrame(
