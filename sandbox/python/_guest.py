@@ -83,6 +83,8 @@ from ._traceback import (
 __all__ = ["compile_program", "prefault", "prepare_template", "serve", "warm"]
 
 _RECURSION_LIMIT = 1000
+# ``ErrorClass()``'s name and member (``codemode.engine.code_mode``), prepared ahead.
+_DEFAULT_ERROR = ("ToolCallError", "toolName")
 _ARGS_LOSSY = "binding arguments must be lossless JSON"
 _VALUE_LOSSY = "program completion must be lossless JSON"
 _DENIALS = (DeniedAccess, DeniedWrite)
@@ -175,6 +177,9 @@ class _Run:
         # must have seen the overflow, so that it stops sending output nobody keeps.
         self.ledger = LogLedger(run.max_output_bytes)
         self.env: dict[str, Any] | None = None  # the globals, once built (``prepare``)
+        # Error classes made ahead of the run frame (``prepare``), by (name, member): the
+        # engine's default one is what nearly every run binds.
+        self.errors: dict[tuple[str, str], type[Exception]] = {}
         self.members: dict[type[Exception], str] = {}
         self.outbox: list[bytearray] = []
         # Tool calls created but not (yet) started, per label: summed up at the end.
@@ -415,8 +420,12 @@ class _Run:
         self.ledger = LogLedger(run.max_output_bytes)
 
     def prepare(self) -> None:
-        """Build the program-independent globals now (ahead of the run frame)."""
+        """Build the program-independent globals now (ahead of the run frame), and the
+        default binding error class (a class is ~15 us to make hot, several times that in
+        a cold worker). Every worker has its own copy of them: nothing is shared between
+        runs."""
         self.env = self.base_globals()
+        self.errors[_DEFAULT_ERROR] = _error_class(*_DEFAULT_ERROR)
 
     def build_globals(self) -> dict[str, Any]:
         env = self.env if self.env is not None else self.base_globals()
@@ -466,7 +475,8 @@ class _Run:
                 continue  # the host refuses these; never let one replace a guard
             error: type[Exception] | None = None
             if spec.error_class is not None:
-                error = _error_class(spec.error_class.name, spec.error_class.member_name_property)
+                key = (spec.error_class.name, spec.error_class.member_name_property)
+                error = self.errors.pop(key, None) or _error_class(*key)
                 self.members[error] = spec.error_class.member_name_property
                 env[spec.error_class.name] = error
             env[spec.global_name] = _Namespace(
@@ -639,7 +649,7 @@ def prefault(loop: asyncio.AbstractEventLoop) -> None:
     if _prepared is not None and _prepared.env is not None:
         # Reading the prepared globals writes their reference counts: their pages are
         # copied now, not when the run first touches them.
-        for value in _prepared.env.values():
+        for value in (*_prepared.env.values(), *_prepared.errors.values()):
             del value
 
 

@@ -365,6 +365,39 @@ async def test_two_bindings(runtime: PythonRuntime) -> None:
     assert ok(await runtime.run(request)) == [{"n": 1}, "fail"]
 
 
+async def test_the_default_error_class_made_ahead_serves_every_run(
+    runtime: PythonRuntime,
+) -> None:
+    # The default ToolCallError is made ahead of the run frame, in the template (each
+    # worker has its own copy); another binding's class is still made for its run.
+    from sandbox_helpers import fail
+
+    program = (
+        "seen = []\n"
+        "for call in (tools.fail, other.fail):\n"
+        "    try:\n"
+        "        await call({'code': 'E_X'})\n"
+        "    except ToolCallError as e:\n"
+        "        seen.append(['default', type(e).__name__, e.toolName, e.code])\n"
+        "    except OtherError as e:\n"
+        "        seen.append(['other', type(e).__name__, e.op, e.code])\n"
+        "return seen"
+    )
+    request = CodeRunRequest(
+        program,
+        [
+            Binding("tools", {"fail": fail}, ErrorClass()),
+            Binding("other", {"fail": fail}, ErrorClass("OtherError", "op")),
+        ],
+        AbortController().signal,
+    )
+    for _ in range(3):
+        assert ok(await runtime.run(request)) == [
+            ["default", "ToolCallError", "fail", "E_X"],
+            ["other", "OtherError", "fail", "E_X"],
+        ]
+
+
 # -- asyncio --------------------------------------------------------------------------
 
 
