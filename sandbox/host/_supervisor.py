@@ -197,15 +197,24 @@ class RunSupervisor:
         _ACTIVE[0] += 1
         try:
             self._loop = _asyncio_loop()
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                self._scope = tg.cancel_scope
-                if self._outcome is None:
-                    # The checkout, the run frame and then the watchdog run in the task
-                    # group's own body (cancelled at settle like its tasks): only the
-                    # reader is a task of its own. Each spawn costs a task and an
-                    # event-loop iteration on the path of every run.
-                    await self._drive(pool)
+            if self._loop is not None:
+                # On asyncio the run spawns no task of the group's: the reader runs in
+                # this task, the watchdog is a timer chain and relays are plain tasks
+                # the run ends itself (``_end_relays``). A cancel scope is all settle
+                # needs (a task group costs three times as much on every run).
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    if self._outcome is None:
+                        await self._drive(pool)
+            else:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    self._scope = tg.cancel_scope
+                    if self._outcome is None:
+                        # The checkout, the run frame and then the watchdog run in the
+                        # task group's own body (cancelled at settle like its tasks):
+                        # only the reader is a task of its own.
+                        await self._drive(pool)
         finally:
             _ACTIVE[0] -= 1
             if self._timer is not None:
@@ -254,7 +263,6 @@ class RunSupervisor:
         if self._outcome is not None:
             worker.kill()
             return
-        assert self._tg is not None
         self.bridge = bridge = HostBridge(
             worker,
             self.limits.frame_bytes,
@@ -305,6 +313,7 @@ class RunSupervisor:
             self._arm_watchdog(loop, worker.pid, baseline or 0)
             await self._read(bridge)
         else:
+            assert self._tg is not None
             self._tg.start_soon(self._read, bridge)
             await self._watchdog(worker.pid, baseline or 0)
 
