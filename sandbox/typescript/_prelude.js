@@ -725,7 +725,9 @@
   // reaches no catch and no guard; what shows is a heap at its ceiling. The driver polls
   // FLAGS every few hundred jobs and after each slice, and a failed probe counts as
   // running out (a program within PROBE_BYTES of its limit has run out, in effect).
-  const PROBE_BYTES = 256 * 1024;
+  // 64 KiB: an ArrayBuffer is zero-filled, and 256 KiB (above glibc's mmap threshold: a
+  // map, a fill and an unmap per probe) was ~10 us of every slice, a sixth of a sub-call.
+  const PROBE_BYTES = 64 * 1024;
   function probe() {
     try { new ArrayBuffer(PROBE_BYTES); } catch { flags |= OOM; }
     return flags;
