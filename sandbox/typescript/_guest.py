@@ -360,9 +360,9 @@ class JsGuest:
             self._engine_error(str(exc))
             raise _Stop from None
 
-    def _housekeeping(self, op: int) -> Any:
+    def _housekeeping(self, op: int, *args: Any) -> Any:
         self._ctx.set_time_limit(_HOUSEKEEPING_SECONDS)
-        return self._host(op)
+        return self._host(op, *args)
 
     def _timeout_message(self) -> str:
         return COMPUTE_EXHAUSTED.format(self._limits.max_compute_ms)
@@ -388,6 +388,10 @@ class JsGuest:
             flags: int = self._housekeeping(_OP_FLAGS)
         except _quickjs.JSException:
             return 0
+        return self._fail_for(flags)
+
+    def _fail_for(self, flags: int) -> int:
+        """``_fail_flagged`` for flags already read (``_end_slice``'s poll)."""
         if flags & _FLAG_OOM:
             self._fail("memory", MEMORY_EXCEEDED.format(self._limits.max_heap_bytes))
         elif flags & _FLAG_RECURSION:
@@ -404,11 +408,16 @@ class JsGuest:
 
     def _end_slice(self) -> None:
         try:
-            if self._fail_flagged() & _FLAG_OOM:
-                # Room to collect what the program printed before it ran out.
-                self._ctx.set_memory_limit(self._limits.max_heap_bytes + 64 * 2**20)
-                self._ctx.gc()
-            meta, *call_args = self._housekeeping(_OP_POLL).split("\x01")
+            # One call when nothing is flagged (the poll probes first); a flagged run
+            # answers ``!<flags>``: fail with the cause, then poll for what it printed.
+            text: str = self._housekeeping(_OP_POLL, False)
+            if text.startswith("!"):
+                if self._fail_for(int(text[1:])) & _FLAG_OOM:
+                    # Room to collect what the program printed before it ran out.
+                    self._ctx.set_memory_limit(self._limits.max_heap_bytes + 64 * 2**20)
+                    self._ctx.gc()
+                text = self._housekeeping(_OP_POLL, True)
+            meta, *call_args = text.split("\x01")
             try:
                 payload = _meta_decoder.decode(meta)
             except msgspec.DecodeError:  # msgspec refuses a lone surrogate's escape

@@ -738,7 +738,9 @@
     (bindingsJson) => { install(bindingsJson); },   // 1 INSTALL
     (source, lines, guardName) => { run(source, lines, guardName); },  // 2 RUN
     (id, ok, payload, code) => settle(id, ok, payload, code),  // 3 SETTLE
-    () => poll(),                                   // 4 POLL
+    // 4 POLL: the probe first; a flagged run answers "!<flags>" (nothing built under a
+    // memory shortage) unless forced, so a slice ends with one call instead of two.
+    (force) => { const f = probe(); return f && !force ? "!" + f : poll(); },
     () => fireTimer(),                              // 5 FIRE_TIMER
     () => forbidden,                                // 6 FORBIDDEN_MESSAGE
   ];
