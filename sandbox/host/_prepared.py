@@ -83,7 +83,8 @@ class PreparedCache:
         return program in self._entries
 
     def clear(self) -> None:
-        """Forget everything (e.g. when the guest's fork server is replaced)."""
+        """Forget everything. The runtime never needs to: a replaced fork server runs
+        the same installed guest, so what its workers compile is the same."""
         self._entries.clear()
         self._seen.clear()
         self._bytes = 0
