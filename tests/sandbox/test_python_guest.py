@@ -538,3 +538,11 @@ return out + [e.status]
     assert ok(await run(program)) == [
         "TypeError", "TypeError", "TypeError", "AttributeError", True, 404,
     ]  # fmt: skip
+
+
+def test_the_guests_default_error_class_is_the_engines() -> None:
+    # The worker side cannot import the engine; its copy of the default must not drift.
+    from codemode.sandbox.python import _guest
+
+    default = ErrorClass()
+    assert _guest._DEFAULT_ERROR == (default.name, default.member_name_property)
