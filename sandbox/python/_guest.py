@@ -218,6 +218,14 @@ class _Run:
             self.loop.call_soon(self.flush_calls)
         self.outbox.append(data)
 
+    def idle(self) -> bool:
+        """Whether nothing in this worker can run before a binding result arrives: no
+        call queued to send, no callback ready and no timer in the loop (the bridge
+        socket is its only other source of events). Reads the stdlib
+        ``BaseEventLoop``'s queues, which the worker's loop is."""
+        loop: Any = self.loop
+        return not self.outbox and not loop._ready and not loop._scheduled
+
     def flush_calls(self) -> None:
         outbox = self.outbox
         if outbox:
@@ -294,7 +302,7 @@ class _Run:
         available = ", ".join(names) or "(none)"
         unawaited = self.unawaited
 
-        def start(label: str, name: str, payload: Any) -> asyncio.Future[Any]:
+        def start(label: str, name: str, payload: Any, now: bool = False) -> asyncio.Future[Any]:
             unawaited[label] -= 1
             future: asyncio.Future[Any] = self.loop.create_future()
             if name not in known:
@@ -322,7 +330,18 @@ class _Run:
                     TypeError(f"binding arguments exceed the bridge frame limit ({cap} bytes)")
                 )
                 return future
-            self.pending[call_id] = (future, name, error)
+            pending = self.pending
+            pending[call_id] = (future, name, error)
+            if now and len(pending) == 1 and self.idle():
+                # Awaited directly and nothing else can run until its result is back:
+                # exchange it here, off the loop (``WorkerBridge.wait_now``), and the
+                # ``await`` of a done future returns without a yield -- three loop
+                # iterations (flush, read, wake-up) fewer per sequential call.
+                bridge = self.bridge
+                bridge.send_raw(data)
+                while not future.done() and not bridge.closed:
+                    bridge.wait_now()
+                return future
             self.queue_call(data)
             return future
 

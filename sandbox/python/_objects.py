@@ -361,23 +361,26 @@ class _ToolCall:
 
     As with a CPython coroutine, the call starts when it is awaited, passed to
     ``asyncio.gather`` or wrapped in a task -- never when it is created, so a program
-    that builds calls and drops them makes no tool call. ``start(label, name, payload)``
-    sends the call and returns the future of its result; it runs at most once. The
+    that builds calls and drops them makes no tool call. ``start(label, name, payload,
+    now)`` sends the call and returns the future of its result (``now``: awaited
+    directly, so it may be settled before it is returned); it runs at most once. The
     arguments are read when the call starts, as a coroutine reads its parameters.
     """
 
     __slots__ = ("__label", "__name", "__payload", "__start")
 
     def __init__(
-        self, start: Callable[[str, str, Any], Any], label: str, name: str, payload: Any
+        self, start: Callable[[str, str, Any, bool], Any], label: str, name: str, payload: Any
     ) -> None:
-        self.__start: Callable[[str, str, Any], Any] | None = start
+        self.__start: Callable[[str, str, Any, bool], Any] | None = start
         self.__label = label
         self.__name = name
         self.__payload = payload
 
     def __await__(self) -> Any:
-        return (yield from _start(self).__await__())
+        # Awaited directly: the guest may complete the call before the first yield
+        # (``_Run.caller``'s ``now``), when nothing else in the worker could run meanwhile.
+        return (yield from _start(self, True).__await__())
 
     def __repr__(self) -> str:
         return f"<tool call {self.__label}>"
@@ -386,14 +389,14 @@ class _ToolCall:
         raise TypeError("tool calls cannot be copied or pickled")
 
 
-def _start(call: _ToolCall) -> Any:
+def _start(call: _ToolCall, now: bool = False) -> Any:
     start = call._ToolCall__start  # type: ignore[attr-defined]
     if start is None:
         raise RuntimeError(_REUSED)
     call._ToolCall__start = None  # type: ignore[attr-defined]
     payload = call._ToolCall__payload  # type: ignore[attr-defined]
     call._ToolCall__payload = None  # type: ignore[attr-defined]  # nothing kept alive
-    return start(call._ToolCall__label, call._ToolCall__name, payload)  # type: ignore[attr-defined]
+    return start(call._ToolCall__label, call._ToolCall__name, payload, now)  # type: ignore[attr-defined]
 
 
 def awaitable_future(obj: Any) -> Any:

@@ -153,6 +153,9 @@ class WorkerBridge:
         self._poll.register(sock.fileno(), select.POLLOUT)
         self.closed = False
         self.spin = Spin()
+        # Set by ``attach``: where result frames go, and a POLLIN poller for ``wait_now``.
+        self._on_result: Callable[[ResultFrame], None] | None = None
+        self._in_poll: Any = None
 
     def set_max_frame_bytes(self, max_frame_bytes: int) -> None:
         """Adopt the frame cap announced by the ``run`` frame."""
@@ -256,6 +259,9 @@ class WorkerBridge:
         poll before it sleeps.
         """
         self.sock.setblocking(False)
+        self._on_result = on_result
+        self._in_poll = select.poll()
+        self._in_poll.register(self.sock.fileno(), select.POLLIN)
         selector = getattr(loop, "_selector", None)
         if isinstance(selector, SpinningSelector) and waiting is not None:
             selector.spin = self.spin
@@ -284,6 +290,42 @@ class WorkerBridge:
                         on_result(frame)
 
         loop.add_reader(self.sock.fileno(), readable)
+
+    def wait_now(self) -> None:
+        """Block (polling first, ``Spin``) until at least one frame has been read, and
+        hand its result frames to ``attach``'s ``on_result``, outside the event loop.
+
+        For a guest that knows nothing else can happen in the worker until a result
+        arrives (one call in flight, no timer, nothing ready in its loop): the loop
+        would only select on this same socket and call the same ``on_result``, a few
+        iterations and ~3 loop turns later. Sets ``closed`` when the host hung up.
+        """
+        on_result = self._on_result
+        poller = self._in_poll
+        assert on_result is not None and poller is not None
+        spin = self.spin
+        start = time.perf_counter()
+        polled = spin.poll_first(lambda: poller.poll(0), None)[1]
+        while not self.closed:
+            try:
+                ready = self._buffer.receive(self.sock, _recv_now, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                poller.poll()
+                continue
+            except OSError:
+                ready = None
+            if ready is None:
+                self.closed = True
+                return
+            if not ready:
+                continue
+            spin.ended(time.perf_counter() - start, polled, True)
+            for payload in ready:
+                frame = self._decode(payload)
+                if isinstance(frame, ResultFrame):
+                    spin.allowed = frame.poll
+                    on_result(frame)
+            return
 
     def linger(self, seconds: float = _LINGER_S) -> None:
         """After ``done``: block until the host hangs up (or kills us), at most ``seconds``.

@@ -1,0 +1,160 @@
+"""The Python guest's direct exchange: a tool call awaited while nothing else in the
+worker can run is sent and answered off the event loop (``_Run.caller``'s ``now``,
+``WorkerBridge.wait_now``); anything else (a gather, a task, a timer, a ready callback)
+goes through the loop as before.
+
+The guest runs in this process against a host thread on a socketpair (the real
+``_Run``, bridge, selector and frames), so the loop's selector can be counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from typing import Any
+
+import msgspec
+
+from codemode.sandbox.python import _guest
+from codemode.sandbox.worker._bridge import SpinningSelector, WorkerBridge
+from codemode.sandbox.worker._frames import (
+    BindingSpec,
+    ErrorClassSpec,
+    FrameBuffer,
+    ResultFrame,
+    RunFrame,
+    encode_frame,
+)
+
+
+class _CountingSelector(SpinningSelector):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocking_selects = 0
+
+    def select(self, timeout: float | None = None) -> Any:
+        if timeout is None or timeout > 0:
+            self.blocking_selects += 1
+        return super().select(timeout)
+
+
+def _host(sock: socket.socket, seen: list[dict[str, Any]], done: list[Any]) -> None:
+    """Answer every call with its arguments (``fail`` fails), until ``done``."""
+    buffer = FrameBuffer(1 << 20)
+    decoder = msgspec.json.Decoder()
+    while True:
+        frames = buffer.receive(sock, lambda s: s.recv(1 << 16))
+        if frames is None:
+            return
+        out = bytearray()
+        for payload in frames:
+            frame = decoder.decode(bytes(payload))
+            if frame["type"] == "call":
+                seen.append(frame)
+                if frame["name"] == "fail":
+                    reply = ResultFrame(id=frame["id"], ok=False, message="nope", code="E1")
+                else:
+                    reply = ResultFrame(id=frame["id"], ok=True, value=frame["args"])
+                out += encode_frame(reply)
+            elif frame["type"] == "done":
+                done.append(frame)
+                return
+        if out:
+            sock.sendall(out)
+
+
+def _run(program: str) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Run ``program`` in an in-process guest: its done frame, the calls the host saw and
+    how many times the loop blocked in its selector."""
+    worker, host = socket.socketpair()
+    seen: list[dict[str, Any]] = []
+    done: list[Any] = []
+    thread = threading.Thread(target=_host, args=(host, seen, done), daemon=True)
+    thread.start()
+    selector = _CountingSelector()
+    loop = asyncio.SelectorEventLoop(selector)
+    try:
+        frame = RunFrame(
+            guest="python",
+            program=program,
+            bindings=[
+                BindingSpec(
+                    global_name="tools",
+                    names=["echo", "fail"],
+                    error_class=ErrorClassSpec(
+                        name="ToolCallError", member_name_property="toolName"
+                    ),
+                )
+            ],
+            max_output_bytes=1 << 20,
+            max_frame_bytes=1 << 20,
+            max_sub_calls=10_000,
+        )
+        _guest._process_settings()
+        _guest._Run(frame, WorkerBridge(worker, 1 << 20), loop).execute()
+        thread.join(10)
+    finally:
+        loop.close()
+        worker.close()
+        host.close()
+    assert done, "the guest sent no done frame"
+    return done[0], seen, selector.blocking_selects
+
+
+def test_sequential_awaited_calls_never_block_in_the_loop() -> None:
+    done, seen, blocked = _run(
+        "out = []\nfor i in range(50):\n    r = await tools.echo({'i': i})\n"
+        "    out.append(r['i'])\nreturn out\n"
+    )
+    assert done["value"] == list(range(50))
+    assert [call["args"]["i"] for call in seen] == list(range(50))
+    assert blocked == 0
+
+
+def test_a_failed_call_raises_the_binding_error_on_the_direct_path() -> None:
+    done, _, blocked = _run(
+        "try:\n    await tools.fail({})\nexcept ToolCallError as e:\n"
+        "    return [e.toolName, e.code, str(e)]\n"
+    )
+    assert done["value"] == ["fail", "E1", "nope"]
+    assert blocked == 0
+
+
+def test_a_gather_goes_through_the_loop_and_sends_its_calls_together() -> None:
+    done, seen, blocked = _run(
+        "import asyncio\n"
+        "rs = await asyncio.gather(*[tools.echo({'i': i}) for i in range(20)])\n"
+        "return [r['i'] for r in rs]\n"
+    )
+    assert done["value"] == list(range(20))
+    assert len(seen) == 20
+    assert blocked >= 1
+
+
+def test_a_task_that_is_ready_runs_while_a_call_is_out() -> None:
+    # The background task is ready when the first call is awaited: that call goes
+    # through the loop, so the task runs before the call's result is handed back.
+    done, _, blocked = _run(
+        "import asyncio\norder = []\n"
+        "async def bg():\n    order.append('bg')\n"
+        "t = asyncio.create_task(bg())\n"
+        "await tools.echo({})\norder.append('after call')\nawait t\nreturn order\n"
+    )
+    assert done["value"] == ["bg", "after call"]
+    assert blocked >= 1
+
+
+def test_a_pending_timer_keeps_calls_on_the_loop_so_it_still_fires() -> None:
+    # A sleeping task's timer must fire on time while calls are out: with a timer
+    # scheduled, awaited calls take the loop path.
+    done, _, blocked = _run(
+        "import asyncio\nticks = []\n"
+        "async def ticker():\n    for i in range(3):\n"
+        "        await asyncio.sleep(0.001)\n        ticks.append(i)\n"
+        "t = asyncio.create_task(ticker())\nawait asyncio.sleep(0)\n"
+        "n = 0\nwhile not t.done():\n    await tools.echo({})\n    n += 1\n"
+        "return [ticks, n > 0]\n"
+    )
+    assert done["value"] == [[0, 1, 2], True]
+    assert blocked >= 1
