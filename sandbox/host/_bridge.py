@@ -191,7 +191,7 @@ class HostBridge:
         """Count a frame the supervisor rejected after decoding (duplicate id, ...)."""
         self._decode_failures += 1
 
-    def send(self, frame: msgspec.Struct, *, flush: bool = False) -> bool:
+    def send(self, frame: msgspec.Struct, *, flush: bool = False, now: bool = False) -> bool:
         """Queue one frame for the worker; False if it exceeds the frame cap.
 
         Raises ``NestingError`` when a value nests deeper than ``max_depth``.
@@ -201,7 +201,9 @@ class HostBridge:
         worker wake-up). Bytes the socket does not take at once wait in ``_tail`` for
         a writer task; frames are never reordered or interleaved. ``flush=True`` writes
         at once (after anything queued before it): the run frame, which nothing can
-        join.
+        join. ``now=True``: the caller knows no other frame can join this one (the one
+        result the worker waits for): it leaves at once, and the poll for the worker's
+        answer (``_flush_soon``) follows at the end of this loop iteration.
         """
         data = encode_frame(frame, max_depth=self._max_depth)
         if len(data) - 4 > self._frame_bytes:
@@ -213,6 +215,8 @@ class HostBridge:
             self._flush()
         elif len(self._outbox) == 1:
             if self._loop is not None:
+                if now:
+                    self._flush()
                 self._loop.call_soon(self._flush_soon)
             else:
                 self._flush()
@@ -415,7 +419,9 @@ class HostBridge:
                 return _EOF
             self._backlog.extend(ready)
             status = self._process(on_frame)
-            if status != _WAIT:
+            if status != _WAIT or buffer.short:
+                # Short: the socket was empty after that read; readiness says when more
+                # comes (a read only to get EAGAIN was ~7 us of every sub-call here).
                 return status
         return _WAIT
 

@@ -60,6 +60,7 @@ class Worker:
         self.sock = sock
         self.exit = exit_box
         self.buffer = FrameBuffer(frame_bytes)
+        self.buffer.read_size = _memory.RECV_BYTES  # the host's reads (``_memory.recv``)
         self.notes: list[str] = []
         # CPU time when it reported ``ready``: the baseline of its run's compute budget,
         # read here, off the run's path. An idle worker blocks on its socket, so nothing

@@ -148,6 +148,9 @@ class RunSupervisor:
         self.worker: Worker | None = None
         self.bridge: HostBridge | None = None
         self.calls = 0
+        # Calls answered (a result frame queued): with ``calls``, whether a reply is the
+        # only one the worker waits for (then it leaves at once, nothing to batch with).
+        self._answered = 0
         self.call_bytes = 0
         self.dropped = 0
         self.polls: tuple[int, int, float] = (0, 0, 0.0)
@@ -508,8 +511,10 @@ class RunSupervisor:
     def _send_reply(self, bridge: HostBridge, reply: ResultFrame) -> None:
         if self._outcome is not None:
             return
+        self._answered += 1
+        last = self._answered >= self.calls
         try:
-            sent = bridge.send(reply)
+            sent = bridge.send(reply, now=last)
         except NestingError as exc:
             message = f"binding result nests deeper than {exc.limit:,} levels"
             sent = bridge.send(ResultFrame(id=reply.id, ok=False, message=message))

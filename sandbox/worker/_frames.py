@@ -810,7 +810,7 @@ class FrameBuffer:
     straight from the socket (no intermediate copy).
     """
 
-    __slots__ = ("_big", "_buf", "_filled", "_max", "_skip", "oversized")
+    __slots__ = ("_big", "_buf", "_filled", "_max", "_skip", "oversized", "read_size", "short")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._buf = bytearray()
@@ -819,6 +819,11 @@ class FrameBuffer:
         self._big: bytearray | None = None  # a large frame being collected
         self._filled = 0  # bytes of it received so far
         self.oversized = 0
+        #: What one ``recv`` asks for (0: unknown); ``short``: the last ``receive`` got less
+        #: than it asked for, so the socket was empty right after it (a reader can wait
+        #: for readiness instead of reading again only to get ``EAGAIN``).
+        self.read_size = 0
+        self.short = False
 
     def receive(self, sock: Any, recv: Any, flags: int = 0) -> list[Payload] | None:
         """One read from ``sock``; the complete payloads it made available, ``None`` at
@@ -831,10 +836,13 @@ class FrameBuffer:
         big = self._big
         if big is None:
             data = recv(sock)
+            self.short = len(data) < self.read_size
             return self.feed(data) if data else None
-        n: int = sock.recv_into(memoryview(big)[self._filled :], 0, flags)
+        view = memoryview(big)[self._filled :]
+        n: int = sock.recv_into(view, 0, flags)
         if not n:
             return None
+        self.short = n < len(view)
         self._filled += n
         if self._filled < len(big):
             return []
