@@ -25,7 +25,10 @@ when it is free and commits what is ready (a body that settles while another tas
 the lane is seen by that holder's next pass, which re-checks before releasing: there is
 no await between the last check and the release). A submission, or the run's abort, that
 finds the lane free hands one pump to a worker. So a sequential sub-call costs two task
-hand-offs (program -> worker, worker -> program) where a driver loop cost four.
+hand-offs (program -> worker, worker -> program) where a driver loop cost four. A call
+begun from a loop callback (a sandbox's read callback, ``begin``) costs none on asyncio:
+the pump runs in a new task whose first step runs at once (``_Workers._eager``), so a
+body that does not wait is committed and answered before the callback returns.
 
 Where the work runs: parallel bodies and settle-event appends run in worker tasks of the
 run that are reused from one sub-call to the next (spawning a task per sub-call cost more
@@ -126,6 +129,9 @@ class _Flag:
             await future
 
 
+_current_task = asyncio.current_task
+
+
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
     # Under trio there is no running asyncio loop (or, with trio-asyncio, no asyncio
     # task): fall back to anyio.Event there.
@@ -176,16 +182,56 @@ class _Workers:
         self.crash: BaseException | None = None
 
     def submit(self, job: Any) -> None:
+        loop = self._loop
+        if loop is not None and _current_task(loop) is None and self._eager(loop, job):
+            return
         if self._idle:
             slot = self._idle.pop()
             slot.job = job
             slot.ready.set()
-        elif self._loop is not None:
+        elif loop is not None:
             task = self._loop.create_task(self._work(job), name="run_code sub-dispatch worker")
             self._tasks.add(task)
             task.add_done_callback(self._done)
         else:
             self._tg.start_soon(self._work, job, name="run_code sub-dispatch worker")
+
+    def _eager(self, loop: asyncio.AbstractEventLoop, job: Any) -> bool:
+        """Run ``job`` in a task of its own whose first step runs now, as Python 3.12's
+        eager tasks do: from a loop callback (a frame read from a worker), a call whose
+        body does not wait is started, run, committed and answered before the callback
+        returns, where waking a parked worker cost a loop iteration (~10 us here) and
+        put the reply behind it. A body that waits goes on as an ordinary task.
+
+        Only on the stdlib loop (its ``_ready`` queue), and only when the step the new
+        task scheduled is the last one queued (else nothing is popped: it runs
+        normally). The task is a real one (``current_task`` is it, anyio's cancel
+        scopes work), and it is owned like any worker (``wait_closed``).
+        """
+        ready = getattr(loop, "_ready", None)
+        if ready is None:
+            return False
+        task = loop.create_task(self._once(job), name="run_code sub-dispatch")
+        self._tasks.add(task)
+        handle = ready[-1] if ready else None
+        if handle is not None and getattr(handle._callback, "__self__", None) is task:
+            ready.pop()
+            handle._run()
+        return True
+
+    async def _once(self, job: Any) -> None:
+        """One job, then the task ends (an eager job: see ``_eager``). A crash is kept
+        and reported as ``_done`` reports a worker's, without a done callback (one
+        queued would keep the host from polling for the worker's next frame)."""
+        task = _current_task(self._loop)
+        try:
+            await self._run(job)
+        except Exception as exc:
+            if self.crash is None:
+                self.crash = exc
+                self._on_crash()
+        finally:
+            self._tasks.discard(task)  # type: ignore[arg-type]
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 from code_mode_support import ScriptedRuntime, echo_tool, run_code, sleep_tool
@@ -163,3 +164,83 @@ async def test_a_call_still_queued_when_the_run_ends_settles_as_abandoned() -> N
         assert "run_code run is over" in payload.message
     with pytest.raises(BindingCallError, match="not dispatched"):
         holder[0].begin({"id": "c"}, lambda ok, p: outcomes.append((ok, p)))
+
+
+# -- started from a loop callback (how a sandbox runtime relays a frame it read) ------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_begin_from_a_loop_callback_answers_a_call_that_never_waits_at_once() -> None:
+    import asyncio
+
+    log = MemorySessionLog()
+    answered: list[tuple[bool, Any]] = []
+    inside: list[int] = []
+
+    async def behavior(request: CodeRunRequest) -> CodeRunResult:
+        fn = request.bindings[0].functions["echo"]
+        assert isinstance(fn, SettlingBinding)
+        loop = asyncio.get_running_loop()
+        done = anyio.Event()
+
+        def settle(ok: bool, payload: Any) -> None:
+            answered.append((ok, payload))
+            if len(answered) == 3:
+                done.set()
+
+        def read_callback(i: int) -> None:
+            fn.begin({"value": str(i)}, settle)
+            # The body never waits: started, run, committed and answered right here.
+            inside.append(len(answered))
+
+        for i in range(3):
+            loop.call_soon(read_callback, i)
+        await done.wait()
+        return CodeRunResult(value=[p for _, p in answered])
+
+    rt = _rt(behavior)
+    rt.register(echo_tool("echo", parallel=True))
+    result = await run_code(rt, agent=rt.scope("s", session=log))
+    assert result.value["result"] == ["echo:0", "echo:1", "echo:2"]
+    assert inside == [1, 2, 3]
+    types = [e["type"] for e in log.events if e["type"].startswith("tool/code-dispatch")]
+    assert types == ["tool/code-dispatch-start", "tool/code-dispatch"] * 3
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_begin_from_a_loop_callback_runs_a_waiting_body_as_a_real_task() -> None:
+    import asyncio
+
+    answered: list[tuple[bool, Any]] = []
+    seen_task: list[bool] = []
+
+    async def body(args: Any, ctx: Any) -> Any:
+        # A cancel scope entered before the first wait and left after it: only valid
+        # when the whole body runs in one task.
+        seen_task.append(asyncio.current_task() is not None)
+        with anyio.fail_after(5):
+            await anyio.sleep(0.01)
+        return "slept:" + args["value"]
+
+    async def behavior(request: CodeRunRequest) -> CodeRunResult:
+        fn = request.bindings[0].functions["echo"]
+        assert isinstance(fn, SettlingBinding)
+        done = anyio.Event()
+
+        def settle(ok: bool, payload: Any) -> None:
+            answered.append((ok, payload))
+            done.set()
+
+        asyncio.get_running_loop().call_soon(fn.begin, {"value": "a"}, settle)
+        await anyio.lowlevel.checkpoint()
+        assert answered == []  # still sleeping
+        await done.wait()
+        return CodeRunResult(value=answered[0][1])
+
+    rt = _rt(behavior)
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    result = await run_code(rt, agent=rt.scope("s", session=MemorySessionLog()))
+    assert result.value["result"] == "slept:a"
+    assert seen_task == [True]
