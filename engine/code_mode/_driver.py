@@ -190,7 +190,7 @@ class _Workers:
             slot.job = job
             slot.ready.set()
         elif loop is not None:
-            task = self._loop.create_task(self._work(job), name="run_code sub-dispatch worker")
+            task = loop.create_task(self._work(job), name="run_code sub-dispatch worker")
             self._tasks.add(task)
             task.add_done_callback(self._done)
         else:
