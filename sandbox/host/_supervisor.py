@@ -417,7 +417,8 @@ class RunSupervisor:
         if isinstance(frame.args, TooDeep):
             # Refused before any work: the bridge skipped the value instead of building it.
             message = f"arguments nest deeper than {frame.args.limit:,} levels"
-            bridge.send(ResultFrame(id=frame.id, ok=False, message=message, code="INVALID_ARGS"))
+            reply = ResultFrame(id=frame.id, ok=False, message=message, code="INVALID_ARGS")
+            self._send_reply(bridge, reply)
             return
         functions = self._functions.get(frame.global_name)
         fn = functions.get(frame.name) if functions is not None else None
