@@ -691,3 +691,7 @@ def _run_warm_program(loop: asyncio.AbstractEventLoop, program: str = "") -> Non
 
 
 _prepared: _Run | None = None
+
+#: The worker may register the bridge's reader before the run frame (``Guest``): this
+#: guest reads results only through ``WorkerBridge.attach`` / ``wait_now``.
+EARLY_READER = True

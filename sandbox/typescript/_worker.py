@@ -82,6 +82,10 @@ _prepared: tuple[dict[str, Any], JsGuest] | None = None
 # worker taken back to back waited for it.
 _prefault_guest: JsGuest | None = None
 
+#: The worker may register the bridge's loop reader before the run frame (``Guest``):
+#: this guest never runs the worker's loop; it reads with ``wait_payloads``.
+EARLY_READER = True
+
 
 def _null() -> msgspec.Raw:
     return msgspec.Raw(b"null")

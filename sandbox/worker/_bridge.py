@@ -153,8 +153,10 @@ class WorkerBridge:
         self._poll.register(sock.fileno(), select.POLLOUT)
         self.closed = False
         self.spin = Spin()
-        # Set by ``attach``: where result frames go, and a POLLIN poller for ``wait_now``.
+        # Set by ``attach``: where result frames go; by ``listen``: the loop whose reader
+        # is registered and a POLLIN poller for ``wait_now``.
         self._on_result: Callable[[ResultFrame], None] | None = None
+        self._listening: asyncio.AbstractEventLoop | None = None
         self._in_poll: Any = None
 
     def set_max_frame_bytes(self, max_frame_bytes: int) -> None:
@@ -247,34 +249,26 @@ class WorkerBridge:
                     self.spin.ended(time.perf_counter() - start, polled, True)
                 return ready
 
-    def attach(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_result: Callable[[ResultFrame], None],
-        waiting: Callable[[], bool] | None = None,
-    ) -> None:
-        """Deliver ``result`` frames to ``on_result`` from ``loop``; switches to non-blocking.
+    def listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Register the bridge's reader with ``loop`` now, ahead of ``attach``.
 
-        ``waiting``: whether a binding result is due, for a ``SpinningSelector`` loop to
-        poll before it sleeps.
+        For a worker whose guest drives its loop (``Guest.LISTENS``), called before the
+        run frame is read: the selector registration (an ``epoll_ctl`` through the
+        seccomp filter, in a cold process) is then off the run's path. Nothing runs the
+        loop until the guest has attached, so the reader cannot fire before; should it,
+        result frames wait in ``_pending`` for ``attach``. Idempotent.
         """
-        self.sock.setblocking(False)
-        self._on_result = on_result
-        self._in_poll = select.poll()
-        self._in_poll.register(self.sock.fileno(), select.POLLIN)
-        selector = getattr(loop, "_selector", None)
-        if isinstance(selector, SpinningSelector) and waiting is not None:
-            selector.spin = self.spin
-            selector.waiting = waiting
-        for frame in self._pending:
-            if isinstance(frame, ResultFrame):
-                on_result(frame)
-        self._pending.clear()
+        if self._listening is not None:
+            return
+        self._listening = loop
+        if self._in_poll is None:
+            self._in_poll = select.poll()
+            self._in_poll.register(self.sock.fileno(), select.POLLIN)
 
         def readable() -> None:
             while True:
                 try:
-                    ready = self._buffer.receive(self.sock, _recv)
+                    ready = self._buffer.receive(self.sock, _recv_now, socket.MSG_DONTWAIT)
                 except (BlockingIOError, InterruptedError):
                     return
                 except OSError:
@@ -285,11 +279,41 @@ class WorkerBridge:
                     return
                 for payload in ready:
                     frame = self._decode(payload)
-                    if isinstance(frame, ResultFrame):
-                        self.spin.allowed = frame.poll
-                        on_result(frame)
+                    if not isinstance(frame, ResultFrame):
+                        continue
+                    on_result = self._on_result
+                    if on_result is None:
+                        self._pending.append(frame)
+                        continue
+                    self.spin.allowed = frame.poll
+                    on_result(frame)
 
         loop.add_reader(self.sock.fileno(), readable)
+
+    def attach(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_result: Callable[[ResultFrame], None],
+        waiting: Callable[[], bool] | None = None,
+    ) -> None:
+        """Deliver ``result`` frames to ``on_result`` from ``loop`` (``listen``, if the
+        worker did not already).
+
+        The socket stays blocking: the loop's reads and ``wait_now`` pass
+        ``MSG_DONTWAIT``, and writes block until the kernel took them, as they always
+        did (``send``). ``waiting``: whether a binding result is due, for a
+        ``SpinningSelector`` loop to poll before it sleeps.
+        """
+        self._on_result = on_result
+        selector = getattr(loop, "_selector", None)
+        if isinstance(selector, SpinningSelector) and waiting is not None:
+            selector.spin = self.spin
+            selector.waiting = waiting
+        for frame in self._pending:
+            if isinstance(frame, ResultFrame):
+                on_result(frame)
+        self._pending.clear()
+        self.listen(loop)
 
     def wait_now(self) -> None:
         """Block (polling first, ``Spin``) until at least one frame has been read, and

@@ -7,6 +7,12 @@ language's programs inside a worker: ``codemode.sandbox.python._guest`` (Restric
 ``warm``, then ``prepare_template`` (the state every worker inherits) before it locks
 itself down; every forked worker calls ``prefault`` once it reported ready and ``serve``
 with the ``run`` frame that names the guest.
+
+Optional, on a guest module: ``EARLY_READER = True`` says that the guest reads the bridge
+only through ``WorkerBridge.attach`` or ``wait_payloads`` (it never runs the worker's loop
+on a socket of its own), so the worker may register the bridge's loop reader before it
+reads the run frame (``WorkerBridge.listen``), off the run's path. A worker does so only
+when every guest it loaded says so (the test-only raw guest does not).
 """
 
 from __future__ import annotations

@@ -85,6 +85,8 @@ def worker_main(
             if _pending(sock):
                 break
             module.prefault(loop)
+        if too_small is None and all(getattr(m, "EARLY_READER", False) for m in modules.values()):
+            bridge.listen(loop)  # off the run's path (``Guest.EARLY_READER``)
         run = bridge.read_run()
         if run is not None:
             bridge.set_max_frame_bytes(run.max_frame_bytes)

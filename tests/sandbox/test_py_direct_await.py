@@ -10,12 +10,17 @@ The guest runs in this process against a host thread on a socketpair (the real
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 from typing import Any
 
 import msgspec
+import pytest
+from sandbox_helpers import bindings, ok
 
+from codemode.engine import AbortController, CodeRunRequest
+from codemode.sandbox import Limits, PythonRuntime
 from codemode.sandbox.python import _guest
 from codemode.sandbox.worker._bridge import SpinningSelector, WorkerBridge
 from codemode.sandbox.worker._frames import (
@@ -158,3 +163,62 @@ def test_a_pending_timer_keeps_calls_on_the_loop_so_it_still_fires() -> None:
     )
     assert done["value"] == [[0, 1, 2], True]
     assert blocked >= 1
+
+
+# -- the reader registered before the run frame (``WorkerBridge.listen``) -----------------
+
+
+def test_a_result_read_before_attach_waits_for_it() -> None:
+    worker, host = socket.socketpair()
+    loop = asyncio.SelectorEventLoop(SpinningSelector())
+    try:
+        bridge = WorkerBridge(worker, 1 << 20)
+        bridge.listen(loop)
+        bridge.listen(loop)  # idempotent: one reader
+        host.sendall(encode_frame(ResultFrame(id=7, ok=True, value="early")))
+        loop.run_until_complete(asyncio.sleep(0.05))  # the reader runs, nobody attached
+        seen: list[Any] = []
+        bridge.attach(loop, seen.append)
+        assert [(f.id, f.value) for f in seen] == [(7, "early")]
+        host.sendall(encode_frame(ResultFrame(id=8, ok=True, value="late")))
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert [f.id for f in seen] == [7, 8]
+        assert worker.getblocking()  # reads pass MSG_DONTWAIT; the socket stays blocking
+    finally:
+        loop.close()
+        worker.close()
+        host.close()
+
+
+def _epoll_targets(pid: int) -> list[str]:
+    """What the epoll instances of process ``pid`` watch (the fds' link targets)."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[eventpoll]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as handle:
+                for line in handle:
+                    if line.startswith("tfd:"):
+                        out.append(os.readlink(f"/proc/{pid}/fd/{int(line.split()[1])}"))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.anyio
+async def test_an_idle_python_worker_already_watches_its_bridge() -> None:
+    async with PythonRuntime(Limits(pool_size=1)) as runtime:
+        await runtime.wait_ready()
+        (pid,) = runtime.processes().idle_pids
+        # The loop's own self-pipe, and the bridge: registered before any run frame.
+        targets = _epoll_targets(pid)
+        assert sum(t.startswith("socket:") for t in targets) == 2
+        result = await runtime.run(
+            CodeRunRequest(
+                program="r = await tools.echo({'a': 1})\nreturn r",
+                bindings=bindings(),
+                signal=AbortController().signal,
+            )
+        )
+        assert ok(result) == {"a": 1}
