@@ -252,8 +252,8 @@ class WorkerBridge:
     def listen(self, loop: asyncio.AbstractEventLoop) -> None:
         """Register the bridge's reader with ``loop`` now, ahead of ``attach``.
 
-        For a worker whose guest drives its loop (``Guest.LISTENS``), called before the
-        run frame is read: the selector registration (an ``epoll_ctl`` through the
+        For a worker whose guests allow it (``EARLY_READER``, see ``_guest``), called
+        before the run frame is read: the selector registration (an ``epoll_ctl`` through the
         seccomp filter, in a cold process) is then off the run's path. Nothing runs the
         loop until the guest has attached, so the reader cannot fire before; should it,
         result frames wait in ``_pending`` for ``attach``. Idempotent.
@@ -277,18 +277,23 @@ class WorkerBridge:
                     loop.remove_reader(self.sock.fileno())
                     self.closed = True
                     return
-                for payload in ready:
-                    frame = self._decode(payload)
-                    if not isinstance(frame, ResultFrame):
-                        continue
-                    on_result = self._on_result
-                    if on_result is None:
-                        self._pending.append(frame)
-                        continue
-                    self.spin.allowed = frame.poll
-                    on_result(frame)
+                self._deliver(ready)
 
         loop.add_reader(self.sock.fileno(), readable)
+
+    def _deliver(self, payloads: list[Payload]) -> None:
+        """Hand the result frames among ``payloads`` to ``attach``'s ``on_result`` (kept in
+        ``_pending`` until there is one); each says whether the worker may poll next."""
+        for payload in payloads:
+            frame = self._decode(payload)
+            if not isinstance(frame, ResultFrame):
+                continue
+            on_result = self._on_result
+            if on_result is None:
+                self._pending.append(frame)
+                continue
+            self.spin.allowed = frame.poll
+            on_result(frame)
 
     def attach(
         self,
@@ -324,9 +329,8 @@ class WorkerBridge:
         would only select on this same socket and call the same ``on_result``, a few
         iterations and ~3 loop turns later. Sets ``closed`` when the host hung up.
         """
-        on_result = self._on_result
         poller = self._in_poll
-        assert on_result is not None and poller is not None
+        assert self._on_result is not None and poller is not None
         spin = self.spin
         start = time.perf_counter()
         polled = spin.poll_first(lambda: poller.poll(0), None)[1]
@@ -344,11 +348,7 @@ class WorkerBridge:
             if not ready:
                 continue
             spin.ended(time.perf_counter() - start, polled, True)
-            for payload in ready:
-                frame = self._decode(payload)
-                if isinstance(frame, ResultFrame):
-                    spin.allowed = frame.poll
-                    on_result(frame)
+            self._deliver(ready)
             return
 
     def linger(self, seconds: float = _LINGER_S) -> None:
