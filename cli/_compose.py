@@ -246,7 +246,11 @@ async def open_invocation(
             code_runtime = await stack.enter_async_context(
                 _code_runtime(language, limits or CLI_LIMITS)
             )
-            runtime = ToolRuntime(mode="code", code_runtime=code_runtime)
+            # A person at a terminal reads every line a failed program printed (the
+            # message carries them after "Captured output:"); a model's host bounds it.
+            runtime = ToolRuntime(
+                mode="code", code_runtime=code_runtime, max_quoted_output_chars=None
+            )
         else:
             runtime = ToolRuntime(mode="native")
         TimeoutPolicy().install(runtime)

@@ -14,7 +14,7 @@ from ._registry import MODES, RUN_CODE_NAME, Registry
 from ._scope import Scope
 from ._session import SessionLog
 from ._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult, ToolSchema
-from .code_mode import CODE_ONLY_INSTRUCTION, CodeMode
+from .code_mode import CODE_ONLY_INSTRUCTION, DEFAULT_QUOTED_OUTPUT_CHARS, CodeMode
 from .json import snapshot
 
 __all__ = ["ToolRuntime"]
@@ -29,6 +29,13 @@ class ToolRuntime:
     scopes may override it with ``present_as``. ``max_parallel_sub_calls`` caps how many
     ``run_code`` sub-call bodies overlap (1 = serial). ``code_runtime`` runs programs
     (required for code modes); ``approval`` resolves ``Ask`` decisions.
+
+    ``max_quoted_output_chars`` bounds the captured output a failed ``run_code`` quotes
+    after ``Captured output:`` (default 1 MiB of characters). Past it the message quotes
+    the first and the last half of that many characters around a line that says how
+    many were left out: a run that floods to the 64 MiB output cap then costs the host
+    its logs once, not the logs plus two messages quoting them. ``None`` quotes all of
+    it, as the reference message does (the CLI's ``run`` does, to print every line).
     """
 
     def __init__(
@@ -38,6 +45,7 @@ class ToolRuntime:
         max_parallel_sub_calls: int = 10,
         code_runtime: Any = None,
         approval: Any = None,
+        max_quoted_output_chars: int | None = DEFAULT_QUOTED_OUTPUT_CHARS,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f'unknown tool presentation mode "{mode}" (known: native, code, both)')
@@ -48,6 +56,15 @@ class ToolRuntime:
         ):
             raise ValueError("ToolRuntime(max_parallel_sub_calls=...) must be a positive integer")
         self.max_parallel_sub_calls = max_parallel_sub_calls
+        if max_quoted_output_chars is not None and (
+            isinstance(max_quoted_output_chars, bool)
+            or not isinstance(max_quoted_output_chars, int)
+            or max_quoted_output_chars < 2
+        ):
+            raise ValueError(
+                "ToolRuntime(max_quoted_output_chars=...) must be None or an integer >= 2"
+            )
+        self.max_quoted_output_chars = max_quoted_output_chars
         self.code_runtime = code_runtime
         self._hooks = HookRegistry()
         # The registry gets the code-mode object's ``run_code`` provider, not the runtime:

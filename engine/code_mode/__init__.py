@@ -23,6 +23,7 @@ from ._seam import ErrorKind as ErrorKind
 from ._seam import SettlingBinding as SettlingBinding
 from ._seam import validate_bindings as validate_bindings
 from ._tool import CODE_ONLY_INSTRUCTION as CODE_ONLY_INSTRUCTION
+from ._tool import DEFAULT_QUOTED_OUTPUT_CHARS as DEFAULT_QUOTED_OUTPUT_CHARS
 from ._tool import RUN_CODE_FLAVORS as RUN_CODE_FLAVORS
 from ._tool import CodeMode as CodeMode
 from ._tool import make_run_code_tool as make_run_code_tool
@@ -37,6 +38,7 @@ __all__ = [
     "CodeRunRequest",
     "CodeRunResult",
     "CodeRuntime",
+    "DEFAULT_QUOTED_OUTPUT_CHARS",
     "ERROR_KINDS",
     "ErrorClass",
     "ErrorKind",

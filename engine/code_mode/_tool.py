@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,7 +37,9 @@ __all__ = [
     "CODE_ONLY_INSTRUCTION",
     "RUN_CODE_FLAVORS",
     "CodeMode",
+    "DEFAULT_QUOTED_OUTPUT_CHARS",
     "make_run_code_tool",
+    "quote_captured_output",
     "render_run_code_value",
 ]
 
@@ -262,20 +264,65 @@ async def _run(code_mode: CodeMode, code_runtime: Any, program: str, outer: Tool
         error = result.error
         message = f"code run failed ({error.kind}): {error.message}"
         if logs:
-            # One join builds the whole message (a flooded run's logs are up to the
-            # output cap: a join plus a concatenation was two such copies), and the logs
-            # are let go before the error is raised: its traceback keeps this frame.
-            message = "\n".join([message + "\nCaptured output:", *logs])
+            # One join builds the whole message, and the logs are let go before the
+            # error is raised: its traceback keeps this frame.
+            limit = code_mode.runtime.max_quoted_output_chars
+            message, whole = quote_captured_output(message + "\nCaptured output:", logs, limit)
             del logs, result
-            # The join held the loop for one copy of the logs (~30 ms for a flood to the
-            # 64 MiB cap); the failure result makes another: let the loop run between the
-            # two, its due timers included (see ``_yield_to_timers``).
-            await _yield_to_timers()
+            if whole:
+                # The join held the loop for one copy of the logs (~30 ms for a flood to
+                # the 64 MiB cap); the failure result makes another: let the loop run
+                # between the two, its due timers included (see ``_yield_to_timers``).
+                await _yield_to_timers()
         raise CodeRunFailedError(message, error.kind)
     value: dict[str, Any] = {"logs": logs}
     if result.has_value:
         value["result"] = result.value
     return value
+
+
+#: ``ToolRuntime(max_quoted_output_chars=...)``'s default: 1 MiB of characters.
+DEFAULT_QUOTED_OUTPUT_CHARS = 2**20
+
+
+def quote_captured_output(header: str, logs: list[str], limit: int | None) -> tuple[str, bool]:
+    """``header`` and ``logs`` joined by newlines, and whether all of ``logs`` is quoted.
+
+    With ``limit`` characters of logs or fewer (their newlines counted), or no limit, the
+    whole join: the reference's ``Captured output:`` message. Past it, the first and the
+    last ``limit // 2`` characters of the join around one line naming how many were left
+    out. Why bound it: the message is held twice more (the failure and its ``Error:``
+    text), so quoting a flood to the 64 MiB output cap cost the host three copies of it,
+    and a model reads no 64 MiB tool result anyway.
+    """
+    total = sum(map(len, logs)) + len(logs) - 1
+    if limit is None or total <= limit:
+        return "\n".join([header, *logs]), True
+    half = limit // 2
+    head = _take(logs, half)
+    tail = _take(reversed(logs), half, from_end=True)
+    omitted = total - len(head) - len(tail)
+    marker = (
+        f"[{omitted:,} more characters of captured output not quoted"
+        f" (the quote keeps the first and the last {half:,})]"
+    )
+    return "\n".join([header, head, marker, tail]), False
+
+
+def _take(logs: Iterable[str], count: int, *, from_end: bool = False) -> str:
+    """The first ``count`` characters of ``"\\n".join(logs)`` (the last, ``from_end``,
+    with ``logs`` given in reverse)."""
+    parts: list[str] = []
+    left = count
+    for entry in logs:
+        if left <= 0:
+            break
+        piece = entry if len(entry) <= left else (entry[-left:] if from_end else entry[:left])
+        parts.append(piece)
+        left -= len(piece) + 1  # the newline that joins it to the next
+    if from_end:
+        parts.reverse()
+    return "\n".join(parts)
 
 
 async def _yield_to_timers() -> None:

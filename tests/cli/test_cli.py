@@ -246,6 +246,15 @@ def test_a_failure_goes_to_stderr_and_the_prints_stay_on_stdout(workspace: Path)
     assert error["message"].endswith("Captured output:\nfirst\nsecond")
 
 
+def test_a_failed_run_prints_every_line_past_the_engines_quote_bound(workspace: Path) -> None:
+    # 1.5 MiB of prints: a model's host quotes 1 MiB of it; the terminal gets all of it.
+    program = 'for i in range(3000):\n    print(str(i).rjust(500, "."))\nraise ValueError("boom")'
+    proc = codemode("run", "-", "-w", str(workspace), stdin=program)
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [str(i).rjust(500, ".") for i in range(3000)]
+    assert "not quoted" not in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize(
     ("flags", "program", "message"),
     [

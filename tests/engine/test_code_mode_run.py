@@ -250,6 +250,48 @@ async def test_failed_run_carries_kind_message_and_captured_output() -> None:
 
 
 @pytest.mark.anyio
+async def test_captured_output_past_the_quote_bound_is_quoted_head_and_tail() -> None:
+    logs = ["first line", *(f"line {i:05d}" for i in range(10_000)), "last line"]
+    rt, _ = scripted(CodeRunResult(logs=logs, error=CodeRunError("timeout", "too slow")))
+    rt.max_quoted_output_chars = 100
+    result = await run_code(rt)
+    joined = "\n".join(logs)
+    header = "code run failed (timeout): too slow\nCaptured output:\n"
+    assert result.error.message == (
+        f"{header}{joined[:50]}\n"
+        f"[{len(joined) - 100:,} more characters of captured output not quoted"
+        f" (the quote keeps the first and the last 50)]\n{joined[-50:]}"
+    )
+    assert list(result.content) == [{"type": "text", "text": f"Error: {result.error.message}"}]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("limit", "quoted"),
+    [(None, True), (2**20, True), (22, True), (21, False)],
+)
+async def test_the_quote_bound_counts_the_joining_newlines(limit: int | None, quoted: bool) -> None:
+    logs = ["é" * 10, "😀" * 11]  # 22 characters joined; non-ASCII counts as characters
+    rt = ToolRuntime(
+        mode="code",
+        code_runtime=scripted(CodeRunResult(logs=logs, error=CodeRunError("exception", "E")))[1],
+        max_quoted_output_chars=limit,
+    )
+    message = (await run_code(rt)).error.message
+    whole = "code run failed (exception): E\nCaptured output:\n" + "\n".join(logs)
+    assert (message == whole) is quoted
+    if not quoted:
+        assert message.endswith("(the quote keeps the first and the last 10)]\n" + "😀" * 10)
+        assert "\nCaptured output:\n" + "é" * 10 + "\n[2 more characters" in message
+
+
+@pytest.mark.parametrize("bad", [0, 1, -5, 2.5, True, "100"])
+def test_the_quote_bound_must_be_none_or_an_integer_of_two_or_more(bad: Any) -> None:
+    with pytest.raises(ValueError, match="max_quoted_output_chars"):
+        ToolRuntime(mode="native", max_quoted_output_chars=bad)
+
+
+@pytest.mark.anyio
 async def test_failed_run_without_logs_has_no_captured_section() -> None:
     rt, _ = scripted(
         CodeRunResult(

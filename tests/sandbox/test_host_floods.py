@@ -2,9 +2,10 @@
 program costs the host's memory, counted with ``tracemalloc`` (every allocation of the
 host process, the decode thread's included) around real runs of both guests.
 
-- An output flood to the cap: the host holds the logs once while it runs, the failure
-  message (which quotes them, as the reference requires) is one more copy, and the
-  runtime's result is the logs' only holder (freed with it, the cycle collector off).
+- An output flood to the cap: the host holds the logs once while it runs; the failure
+  message quotes a bounded head and tail of them (``max_quoted_output_chars``), so the
+  logs are the only copy; quoting all of them (the reference message) is one more, and
+  the runtime's result is the logs' only holder (freed with it, the cycle collector off).
 - One huge argument: its frame is held at most twice (received payload and decoded
   value), never a third time as a separate copy of the value's bytes.
 """
@@ -93,12 +94,13 @@ async def test_a_flood_s_logs_live_only_as_long_as_its_result(
         assert await held_after_release(before) < MiB
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-async def test_a_flood_through_run_code_costs_two_copies_at_most(
-    runtime: type[ProcessRuntime], traced: None
-) -> None:
+async def _flood_through_run_code(
+    runtime: type[ProcessRuntime], **options: Any
+) -> tuple[str, int, int]:
+    """A flood to the cap through ``run_code``: the result's text, the traced bytes
+    before the run, and its traced peak. The result is released before returning."""
     async with runtime(Limits(pool_size=1, max_output_bytes=CAP)) as code_runtime:
-        rt = ToolRuntime(mode="code", code_runtime=code_runtime)
+        rt = ToolRuntime(mode="code", code_runtime=code_runtime, **options)
         scope = rt.scope("flood")
 
         async def execute(program: str) -> Any:
@@ -116,21 +118,51 @@ async def test_a_flood_through_run_code_costs_two_copies_at_most(
         before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         result = await execute(FLOOD[runtime])
+        peak = tracemalloc.get_traced_memory()[1]
         assert result.is_error
         text = result.content[0]["text"]
         assert text.startswith("Error: code run failed (output-limit): outer output exceeded")
-        assert "\nCaptured output:\nAAAA" in text and len(text) > CAP - 20_000
-        peak = tracemalloc.get_traced_memory()[1]
-        # The logs and the message quoting them, then the message and the result's
-        # "Error: ..." text: two copies at any time (it was three: the join, the
-        # concatenation and the result's text, with the logs still alive).
-        assert peak - before < 2 * CAP + 2 * MiB
-        del result, text
+        assert result.error.message == text[len("Error: ") :]
+        del result
         # Freed by its reference count, the cycle collector off: the run's context is
         # still kept in a cycle (the sub-dispatch driver and its worker callbacks), but
-        # it lets go of its result once the pipeline froze it (before, the two copies
-        # lived until the collector ran).
-        assert await held_after_release(before) < MiB
+        # it lets go of its result once the pipeline froze it.
+        assert await held_after_release(before) < MiB + len(text)
+    return text, before, peak
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_a_flood_through_run_code_costs_its_logs_once(
+    runtime: type[ProcessRuntime], traced: None
+) -> None:
+    quote = 64 * 1024
+    text, before, peak = await _flood_through_run_code(runtime, max_quoted_output_chars=quote)
+    body = text.split("\nCaptured output:\n", 1)[1]
+    first, rest = body.split("\n[", 1)
+    note, last = rest.split("]\n", 1)
+    # The first and the last half of the quote, around a line that counts the rest.
+    assert len(first) == quote // 2 and first.startswith("A" * 10000 + "\n")
+    assert len(last) == quote // 2 and last.endswith("A")
+    omitted = int(note.split(" ", 1)[0].replace(",", ""))
+    assert note.endswith(f"(the quote keeps the first and the last {quote // 2:,})")
+    # What the ledger kept: the cap less "[]", the commas and the quotes of each entry.
+    assert CAP - 20_000 < omitted + quote < CAP
+    # The logs once (they are the cap) and nothing near a second copy: before, the
+    # message quoting them and the result's "Error: ..." text were two more.
+    assert peak - before < CAP + 2 * MiB
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_an_unbounded_quote_keeps_the_reference_message_at_two_copies(
+    runtime: type[ProcessRuntime], traced: None
+) -> None:
+    text, before, peak = await _flood_through_run_code(runtime, max_quoted_output_chars=None)
+    assert "\nCaptured output:\nAAAA" in text and len(text) > CAP - 20_000
+    assert "characters of captured output not quoted" not in text
+    # The logs and the message quoting them, then the message and the result's
+    # "Error: ..." text: two copies at any time (it was three: the join, the
+    # concatenation and the result's text, with the logs still alive).
+    assert peak - before < 2 * CAP + 2 * MiB
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
