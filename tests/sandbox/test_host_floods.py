@@ -189,3 +189,25 @@ async def test_one_huge_argument_is_held_twice_at_most(
         assert peak - before < 2 * BIG + MiB
         del result
         assert await held_after_release(before) < MiB
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+async def test_repeated_short_entries_cost_their_list_slot_alone(
+    runtime: type[ProcessRuntime], traced: None
+) -> None:
+    count = 100_000
+    program = {
+        PythonRuntime: f"for i in range({count}):\n    print('.')\nprint('end', {count})",
+        TypeScriptRuntime: f"for (let i = 0; i < {count}; i++) console.log('.')\n"
+        f"console.log('end', {count})",
+    }[runtime]
+    async with runtime(Limits(pool_size=1)) as rt:
+        run = make_runner(rt)
+        await run("return 1")
+        before = tracemalloc.get_traced_memory()[0]
+        result = await run(program)
+        assert result.error is None, result.error
+        assert result.logs == ["."] * count + [f"end {count}"]
+        # One shared string: each entry is its list slot (8 bytes), not ~58 bytes more.
+        assert len({id(entry) for entry in result.logs[:count]}) == 1
+        assert tracemalloc.get_traced_memory()[0] - before < count * 8 + 256 * 1024
