@@ -65,11 +65,10 @@ class OutputLedger:
         if kept is not None:
             if len(kept) <= _SHARED_CHARS:
                 shared = self._shared
-                same = shared.get(kept)
-                if same is not None:
-                    kept = same
-                elif len(shared) < _SHARED_TEXTS:
-                    shared[kept] = kept
+                if len(shared) < _SHARED_TEXTS:
+                    kept = shared.setdefault(kept, kept)
+                else:
+                    kept = shared.get(kept, kept)
             self.logs.append(kept)
         return not self._meter.overflowed
 
