@@ -23,6 +23,7 @@ the guest modules the fork server was started with.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # the C half of ``signal``
 import asyncio
 import os
 import select
@@ -59,13 +60,17 @@ def worker_main(
     bridge: WorkerBridge | None = None
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # The C function, not ``signal.signal``: its wrapper converts the old handler to
+        # an enum member, Python code whose writes to pages shared with the server cost
+        # every worker private memory (see ``_forkserver._raw_fork``).
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
         for fd in (0, 1, 2):
             os.dup2(null_fd, fd)
         os.closerange(3, bridge_fd)
         os.closerange(bridge_fd + 1, _MAX_FD)
         os.setsid()
-        os.environ.clear()
+        if os.environ:  # the server starts with none; clearing an empty one costs pages
+            os.environ.clear()
         sock = socket.socket(fileno=bridge_fd)
         # Polls briefly before it sleeps while a binding result is due (``Spin``).
         loop = asyncio.SelectorEventLoop(SpinningSelector())

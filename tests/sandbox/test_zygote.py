@@ -106,6 +106,19 @@ async def test_each_worker_adds_its_own_half(runtime: type[ProcessRuntime]) -> N
         assert int(fields[2]) == worker and int(fields[3]) == worker  # pgrp, session
 
 
+async def test_every_worker_draws_its_own_random_numbers() -> None:
+    # Workers are forked without the interpreter's at-fork handlers (``_raw_fork``); the
+    # one a program can observe is ``random``'s re-seed. Without it every worker would
+    # start from the server's generator state and draw the same numbers.
+    program = "import random\nreturn [random.getrandbits(64), random.random()]"
+    async with PythonRuntime(Limits(pool_size=2)) as rt:
+        run = make_runner(rt)
+        draws = []
+        for _ in range(6):
+            draws.append(tuple(ok(await run(program))))
+        assert len(set(draws)) == 6, draws
+
+
 @pytest.mark.parametrize(
     ("runtime", "write", "read"),
     [
