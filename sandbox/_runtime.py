@@ -40,6 +40,9 @@ class RuntimeStats(msgspec.Struct, kw_only=True):
     host_polls: int = 0
     host_poll_answers: int = 0
     host_poll_seconds: float = 0.0
+    #: Frames from workers decoded in a thread instead of on the event loop: a payload
+    #: over 64 KiB with many members, or over 4 MiB (``host._bridge``).
+    thread_decodes: int = 0
     pool: PoolStats = msgspec.field(default_factory=PoolStats)
 
 
@@ -198,6 +201,7 @@ class ProcessRuntime:
             self.stats.host_polls += polls
             self.stats.host_poll_answers += answers
             self.stats.host_poll_seconds += seconds
+            self.stats.thread_decodes += supervisor.thread_decodes
 
     def processes(self) -> RuntimeProcesses:
         """The fork server's pid, the pids of workers currently running a program and

@@ -53,6 +53,7 @@ from ..worker._frames import (
     decode_frame,
     decode_host_frame_sliced_raw,
     encode_frame,
+    few_members,
 )
 from . import _memory
 from ._pool import Worker
@@ -67,6 +68,12 @@ _SLICE = 16  # reads per readiness callback / between checkpoints
 # below the 100 ms a stall may cost; frames this large are rare enough that the thread
 # hand-off (~0.1 ms) does not show in ordinary runs.
 _INLINE_BYTES = 64 * 1024
+# A bigger payload of few members (a big string, or a few: its bytes are in scalars,
+# which msgspec decodes at about memcpy speed, ~0.5 ms per MB here) is decoded on the
+# loop up to this size, ending its slice: the hand-off to a thread and back, and the
+# hash of the arguments beside it, cost more than the decode (a 1 MB string argument
+# took 1.7 ms from the loop to the thread and back, 0.5 ms decoded in place).
+_INLINE_WHOLE_BYTES = 4 << 20
 # Frames handed on per loop iteration: each call frame starts a task, and a storm of
 # thousands started in one iteration would run in one iteration too.
 _FRAMES_PER_SLICE = 128
@@ -158,6 +165,8 @@ class HostBridge:
         self._poll_count = 0
         self._poll_answers = 0
         self._poll_seconds = 0.0
+        #: Frames whose payload was decoded in a worker thread (``_deliver_heavy``).
+        self.thread_decodes = 0
 
     @property
     def polls(self) -> tuple[int, int, float]:
@@ -372,14 +381,17 @@ class HostBridge:
             if self._budget <= 0:
                 return _MORE
             payload = backlog[0]
-            if len(payload) > _INLINE_BYTES:
+            size = len(payload)
+            big = size > _INLINE_BYTES
+            if big and (size > _INLINE_WHOLE_BYTES or not few_members(payload)):
                 return _HEAVY
             try:
                 frame = self._decode(payload, deep=False)
             except NeedsDeepDecode:
                 return _HEAVY
             backlog.popleft()
-            self._budget -= 1
+            # A big one ends the slice: the loop gets its turn before the next decode.
+            self._budget -= _FRAMES_PER_SLICE if big else 1
             if frame is None:
                 self._decode_failures += 1
             else:
@@ -428,6 +440,7 @@ class HostBridge:
     async def _deliver_heavy(self, on_frame: Callable[[HostFrame, int], None]) -> None:
         box = [self._backlog.popleft()]
         size = len(box[0])
+        self.thread_decodes += 1
         # abandon_on_cancel: a run settled meanwhile does not wait for the decode.
         frame = await anyio.to_thread.run_sync(self._decode_sealed, box, abandon_on_cancel=True)
         if frame is None:

@@ -154,6 +154,7 @@ class RunSupervisor:
         self.call_bytes = 0
         self.dropped = 0
         self.polls: tuple[int, int, float] = (0, 0, 0.0)
+        self.thread_decodes = 0
         self._seen_ids: set[int] = set()
         self._queued: deque[CallFrame] = deque()
         self._relays = 0
@@ -231,6 +232,7 @@ class RunSupervisor:
             if self.bridge is not None:
                 self.dropped = self.bridge.dropped
                 self.polls = self.bridge.polls
+                self.thread_decodes = self.bridge.thread_decodes
         if self._relay_crash is not None:
             raise self._relay_crash
         return self._result()

@@ -59,6 +59,7 @@ __all__ = [
     "dumps_deep",
     "encode_frame",
     "encode_payload",
+    "few_members",
     "loads_deep",
     "loads_sliced",
     "json_string_length",
@@ -591,6 +592,12 @@ def loads_sliced(data: bytes, *, max_depth: int | None = None) -> Any:
     while end > start and data[end - 1] in _WS:
         end -= 1
     return _sliced(data, start, end, 0, max_depth)
+
+
+def few_members(payload: Payload) -> bool:
+    """Whether ``payload`` holds fewer than ``_FEW_MEMBERS`` commas anywhere: its bytes
+    are in a few big scalars, so msgspec decodes it at about memcpy speed."""
+    return _few_commas(payload, 0, len(payload))
 
 
 def _few_commas(data: Payload, start: int, end: int) -> bool:

@@ -93,12 +93,13 @@ async def test_the_pool_trims_the_heap_as_runs_end() -> None:
         assert trimmer.trims == 1
 
 
-@pytest.mark.parametrize("text", ["x" * 1_000_000, "é€" * 200_000])
+@pytest.mark.parametrize("text", ["x" * 5_000_000, "é€" * 1_000_000])
 async def test_a_big_argument_arrives_with_the_size_and_digest_of_its_json(
     runtime: PythonRuntime, text: str
 ) -> None:
-    # Decoded straight from the frame's buffer, and hashed meanwhile in another thread:
-    # what the session log's retention bound reads, without encoding the value again.
+    # Over 4 MiB: decoded in a thread straight from the frame's buffer, and hashed
+    # meanwhile in another: what the session log's retention bound reads, without
+    # encoding the value again.
     seen: list[Any] = []
 
     async def take(args: Any) -> Any:
@@ -112,3 +113,32 @@ async def test_a_big_argument_arrives_with_the_size_and_digest_of_its_json(
     data = body.encode()
     assert args._digest == (len(data), hashlib.sha256(data).hexdigest(), data[:4096])
     assert args == {"blob": text, "n": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    ("value", "in_thread"),
+    [
+        # A few big scalars up to 4 MiB decode at about memcpy speed: on the loop.
+        ("'x' * 1_000_000", False),
+        ("['é' * 500_000, 'y' * 1_000_000, 7]", False),
+        # Bigger, or many members (a decode msgspec cannot cut short): in a thread.
+        ("'x' * 5_000_000", True),
+        ("list(range(30_000))", True),
+    ],
+)
+async def test_big_payloads_of_few_members_are_decoded_on_the_loop(
+    value: str, in_thread: bool
+) -> None:
+    seen: list[Any] = []
+
+    async def take(args: Any) -> Any:
+        seen.append(args["v"])
+        return 1
+
+    limits = Limits(max_compute_ms=10_000, max_wall_ms=30_000, pool_size=1)
+    async with PythonRuntime(limits) as rt:
+        program = f"v = {value}\nreturn [await tools.take({{'v': v}}), v]"
+        got = ok(await make_runner(rt)(program, tools={"take": take}))
+        assert got == [1, seen[0]]
+        # The call frame, and the done frame echoing the value.
+        assert rt.stats.thread_decodes == (2 if in_thread else 0)
