@@ -433,6 +433,30 @@ async def test_meta_is_byte_bounded(workspace: Path, output_dir: Path) -> None:
     assert len(one["paths"]) == 1  # at least one entry is always kept
 
 
+def test_meta_size_is_measured_as_js_json_writes_it() -> None:
+    from codemode.tools._text import js_json
+    from codemode.tools.search._common import bounded
+
+    # Non-ASCII (2-, 3- and 4-byte), escaped control characters, quotes and backslashes:
+    # the cut lands where the JSON.stringify bytes say, for every budget.
+    items = [f'{i}: é中😀 \x01\x1b\x7f \t\n"\\ \u2028' * (i % 4 + 1) for i in range(30)]
+
+    def make(chunk: list[str], cut: bool) -> dict[str, Any]:
+        return {"shape": "paths", "paths": chunk, "truncated": cut, "total": 30}
+
+    whole = len(js_json(make(items, False)).encode("utf-8"))
+    sizes = {k: len(js_json(make(items[:k], True)).encode("utf-8")) for k in range(1, 31)}
+
+    def reference(max_bytes: int) -> int:
+        if whole <= max_bytes:
+            return 30
+        return max((k for k, size in sizes.items() if size <= max_bytes), default=1)
+
+    for max_bytes in range(whole + 2):
+        meta, _ = bounded(items, max_bytes, make)
+        assert len(meta["paths"]) == reference(max_bytes), max_bytes
+
+
 async def test_glob_groups_are_relative_to_the_root(workspace: Path, output_dir: Path) -> None:
     h = Harness(workspace, output_dir, glob_max_results=2)
     make_tree(workspace, {"a/x/1": "", "a/x/2": "", "a/y/1": ""})

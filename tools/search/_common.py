@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 
 from codemode.engine import ToolDefinition, ToolOutput
 
@@ -24,7 +25,6 @@ from .._catalog import define_catalog_tool
 from .._common import arg, is_blank, result_parts
 from .._config import ToolsConfig
 from .._errors import FsError, SearchError, io_error
-from .._text import js_json
 from ..fs._io import open_readable
 from . import _rg
 from ._rg import RgOutput, run_rg
@@ -252,15 +252,21 @@ async def confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> li
     return await anyio.to_thread.run_sync(_confirm_matches, cfg, matches)
 
 
+# The size of ``js_json(meta).encode("utf-8")`` without building the str: for the str, int,
+# bool and None values a search meta holds, msgspec writes the same bytes (no ASCII
+# escaping, the same control-character escapes), in a fraction of the time.
+_json_size = msgspec.json.Encoder().encode
+
+
 def bounded(items: list[Any], max_bytes: int, make: Any) -> tuple[Any, bool]:
     """``make(items[:k])`` for the largest k >= 1 whose JSON fits ``max_bytes``."""
     meta = make(items, False)
-    if len(js_json(meta).encode("utf-8")) <= max_bytes or len(items) <= 1:
+    if len(_json_size(meta)) <= max_bytes or len(items) <= 1:
         return meta, False
     lo, hi = 1, len(items)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if len(js_json(make(items[:mid], True)).encode("utf-8")) <= max_bytes:
+        if len(_json_size(make(items[:mid], True))) <= max_bytes:
             lo = mid
         else:
             hi = mid - 1
