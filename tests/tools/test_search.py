@@ -457,6 +457,55 @@ def test_meta_size_is_measured_as_js_json_writes_it() -> None:
         assert len(meta["paths"]) == reference(max_bytes), max_bytes
 
 
+def test_sealed_list_is_taken_as_is() -> None:
+    from codemode.engine.json import sealed, snapshot
+    from codemode.tools.search._common import sealed_list
+
+    rows = [sealed({"lineNumber": 1, "line": "x"}), "y", 3]
+    frozen = sealed_list(rows)
+    assert frozen == rows
+    assert snapshot(frozen) is frozen  # the pipeline's snapshot does not copy it
+    assert snapshot({"files": frozen})["files"] is frozen
+    with pytest.raises(TypeError):
+        frozen.append(4)
+
+
+async def test_grep_value_and_meta_are_built_sealed(harness: Harness, workspace: Path) -> None:
+    from codemode.engine.json import snapshot
+
+    make_tree(workspace, {"a.txt": "x 1\nx 2\n", "b.txt": "x 3\n", "c.txt": "y\n"})
+    grep = harness.rt.get("grep")
+    assert grep is not None and grep.output.presentation_meta is not None
+
+    class Ctx:
+        signal = AbortController().signal
+        call_id = "sealed"
+        parent = None
+
+    value = await grep.execute({"pattern": "x"}, Ctx())
+    # Already sealed as returned: the pipeline's snapshot and schema check take it as is.
+    assert snapshot(value) is value
+    assert sorted((m["path"], m["lineNumber"]) for m in value["matches"]) == [
+        ("a.txt", 1),
+        ("a.txt", 2),
+        ("b.txt", 1),
+    ]
+    other = await grep.execute({"pattern": "y"}, Ctx())
+    # render then meta of one value share its grouping; a meta for another value is its own.
+    assert grep.output.render({"pattern": "x"}, value)[0]["text"].startswith("Found 3 matches")
+    meta = grep.output.presentation_meta({"pattern": "y"}, other)
+    assert snapshot(meta) is meta
+    assert meta == {
+        "shape": "matches",
+        "files": [{"path": "c.txt", "matches": [{"lineNumber": 1, "line": "y"}]}],
+        "truncated": False,
+        "total": 1,
+    }
+    again = grep.output.presentation_meta({"pattern": "x"}, value)
+    assert again["total"] == 3 and snapshot(again) is again
+    assert sorted(f["path"] for f in again["files"]) == ["a.txt", "b.txt"]
+
+
 async def test_glob_groups_are_relative_to_the_root(workspace: Path, output_dir: Path) -> None:
     h = Harness(workspace, output_dir, glob_max_results=2)
     make_tree(workspace, {"a/x/1": "", "a/x/2": "", "a/y/1": ""})

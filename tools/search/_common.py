@@ -20,6 +20,7 @@ import anyio.to_thread
 import msgspec
 
 from codemode.engine import ToolDefinition, ToolOutput
+from codemode.engine.json import FrozenList
 
 from .._catalog import define_catalog_tool
 from .._common import arg, is_blank, result_parts
@@ -44,6 +45,7 @@ __all__ = [
     "run_search",
     "search_card",
     "search_title",
+    "sealed_list",
     "workdir_relative",
 ]
 
@@ -250,6 +252,20 @@ async def confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> li
     ``rg`` was raced into reading.
     """
     return await anyio.to_thread.run_sync(_confirm_matches, cfg, matches)
+
+
+def sealed_list(items: list[Any]) -> FrozenList:
+    """A sealed ``FrozenList`` of ``items`` *without* checking them: the list twin of
+    ``codemode.engine.json.sealed``, for lists of values known lossless and frozen (sealed
+    dicts, str, finite ints), so the pipeline's ``snapshot`` returns it uncopied.
+
+    Marked the way ``snapshot`` marks what it builds (``snapshot([...])`` of sealed items
+    gives the same, after a call per item to check each is sealed).
+    """
+    out = FrozenList(items)
+    out._sealed = True
+    out._digest = None
+    return out
 
 
 # The size of ``js_json(meta).encode("utf-8")`` without building the str: for the str, int,

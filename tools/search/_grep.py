@@ -16,6 +16,7 @@ import anyio.to_thread
 import msgspec
 
 from codemode.engine import ToolDefinition, text
+from codemode.engine.json import FrozenDict, sealed
 from codemode.engine.policies import utf8_head_bytes
 
 from .._catalog import catalog_entry
@@ -31,6 +32,7 @@ from ._common import (
     confirm_matches,
     define_search_tool,
     run_search,
+    sealed_list,
     search_target,
     search_title,
 )
@@ -151,7 +153,9 @@ def parse_matches(target: SearchTarget, stdout: bytes) -> list[dict[str, Any]]:
         path = relative.get(raw_path)
         if path is None:
             path = relative[raw_path] = target.shown(raw_path)
-        matches.append({"path": path, "lineNumber": data.line_number, "line": line})
+        # Sealed as built: str, an int (a line number fits a float) and str are lossless
+        # JSON, so the pipeline's snapshot of the value need not copy 200 dicts again.
+        matches.append(sealed({"path": path, "lineNumber": data.line_number, "line": line}))
     return matches
 
 
@@ -164,16 +168,22 @@ def _preview(line: str, max_bytes: int) -> str:
     return utf8_head_bytes(data, max_bytes).decode("utf-8") + " (line truncated)"
 
 
-def _grouped(matches: Sequence[dict[str, Any]], max_bytes: int) -> dict[str, list[dict[str, Any]]]:
-    files: dict[str, list[dict[str, Any]]] = {}
+def _grouped(matches: Sequence[dict[str, Any]], max_bytes: int) -> dict[str, list[FrozenDict]]:
+    # Rows are sealed (an int and a str): the meta lists them as they are, uncopied.
+    files: dict[str, list[FrozenDict]] = {}
     for match in matches:
-        files.setdefault(match["path"], []).append(
+        row = sealed(
             {"lineNumber": match["lineNumber"], "line": _preview(match["line"], max_bytes)}
         )
+        rows = files.get(match["path"])
+        if rows is None:
+            files[match["path"]] = [row]
+        else:
+            rows.append(row)
     return files
 
 
-def _format_groups(files: dict[str, list[dict[str, Any]]]) -> str:
+def _format_groups(files: dict[str, list[FrozenDict]]) -> str:
     return "\n\n".join(
         path + "".join(f"\nLine {m['lineNumber']}: {m['line']}" for m in rows)
         for path, rows in files.items()
@@ -184,17 +194,26 @@ def _found(total: int) -> str:
     return f"Found {total} match" if total == 1 else f"Found {total} matches"
 
 
+def _listed(
+    matches: Sequence[dict[str, Any]], cap: int, max_bytes: int
+) -> dict[str, list[FrozenDict]]:
+    """The groups of the matches the text lists (the first ``cap``)."""
+    return _grouped(matches if len(matches) <= cap else matches[:cap], max_bytes)
+
+
+def _listing(total: int, files: dict[str, list[FrozenDict]], cap: int, recovery: str) -> str:
+    if total == 0:
+        return "No matches found"
+    if total <= cap:
+        return f"{_found(total)}\n\n{_format_groups(files)}"
+    return f"Found {cap} of {total} matches\n\n{_format_groups(files)}\n\n({recovery})"
+
+
 def render_grep_text(
     matches: Sequence[dict[str, Any]], cap: int, max_bytes: int, recovery: str
 ) -> str:
     """The inline ``grep`` rendering (header, grouped rows, recovery note when capped)."""
-    total = len(matches)
-    if total == 0:
-        return "No matches found"
-    if total <= cap:
-        return f"{_found(total)}\n\n{_format_groups(_grouped(matches, max_bytes))}"
-    body = _format_groups(_grouped(matches[:cap], max_bytes))
-    return f"Found {cap} of {total} matches\n\n{body}\n\n({recovery})"
+    return _listing(len(matches), _listed(matches, cap, max_bytes), cap, recovery)
 
 
 def _invalid(message: str) -> SearchError:
@@ -259,6 +278,16 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
     if cap != 250:
         description = description.replace("first 250 matches", f"first {cap} matches")
     spills = Spills(cfg, GREP_UNSAVED, "Full grep result stored at:")
+    last: list[tuple[Any, dict[str, list[FrozenDict]]]] = []
+
+    def listed(value: Any) -> dict[str, list[FrozenDict]]:
+        # render and presentation_meta both group the listed matches of the same frozen
+        # value; keep the last grouping (holding the value keeps the identity valid).
+        if last and last[0][0] is value:
+            return last[0][1]
+        files = _listed(value["matches"], cap, line_bytes)
+        last[:] = [(value, files)]
+        return files
 
     async def execute(args: Any, ctx: Any) -> Any:
         pattern = args["pattern"]
@@ -278,22 +307,33 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
         if len(matches) > cap:
             full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"
             await spills.save(ctx, full, "grep-results.txt")
-        return {"matches": matches}
+        # Sealed as a whole: the pipeline's snapshot returns the value as it is.
+        return sealed({"matches": sealed_list(matches)})
 
     def render(args: Any, value: Any) -> list[dict[str, Any]]:
-        return [text(render_grep_text(value["matches"], cap, line_bytes, GREP_UNSAVED))]
+        return [text(_listing(len(value["matches"]), listed(value), cap, GREP_UNSAVED))]
 
     def meta(args: Any, value: Any) -> Any:
-        matches = value["matches"]
-        total = len(matches)
-        files = list(_grouped(matches[:cap], line_bytes).items())
+        total = len(value["matches"])
+        # Built sealed, so the pipeline takes the meta as it is instead of copying every
+        # group and row again.
+        groups = [
+            sealed({"path": path, "matches": sealed_list(rows)})
+            for path, rows in listed(value).items()
+        ]
 
-        def make(items: list[tuple[str, Any]], cut: bool) -> dict[str, Any]:
-            groups = [{"path": path, "matches": rows} for path, rows in items]
+        def make(items: list[FrozenDict], cut: bool) -> FrozenDict:
             truncated = cut or total > cap
-            return {"shape": "matches", "files": groups, "truncated": truncated, "total": total}
+            return sealed(
+                {
+                    "shape": "matches",
+                    "files": sealed_list(items),
+                    "truncated": truncated,
+                    "total": total,
+                }
+            )
 
-        return bounded(files, cfg.search_meta_max_bytes, make)[0]
+        return bounded(groups, cfg.search_meta_max_bytes, make)[0]
 
     def title(args: Any) -> str:
         title = search_title("Grep", args)
