@@ -239,6 +239,43 @@ async def test_abort_kills_ripgrep(workspace: Path) -> None:
     )
 
 
+async def test_run_rg_reads_both_pipes_past_a_pipe_buffer(workspace: Path) -> None:
+    from codemode.tools.search._rg import run_rg
+
+    line = "needle " + "x" * 90 + "\n"
+    (workspace / "big.txt").write_text(line * 5000)  # ~490 KB: many pipe buffers' worth
+    out = await run_rg(
+        ["--no-config", "--debug", "--no-line-number", "needle", "big.txt"],
+        cwd=str(workspace),
+        signal=AbortController().signal,
+        tool="grep",
+        raw_cap=10_000_000,
+        stderr_cap=1000,
+    )
+    assert out.exit_code == 0
+    assert out.stdout == (line * 5000).encode()
+    assert "DEBUG" in out.stderr  # --debug's log, read beside the matches
+
+
+async def test_run_rg_with_an_already_aborted_signal(workspace: Path) -> None:
+    from codemode.tools._errors import SearchError
+    from codemode.tools.search._rg import run_rg
+
+    (workspace / "a.txt").write_text("needle\n")
+    controller = AbortController()
+    controller.abort()
+    with pytest.raises(SearchError) as caught:
+        await run_rg(
+            ["--no-config", "needle"],
+            cwd=str(workspace),
+            signal=controller.signal,
+            tool="grep",
+            raw_cap=1000,
+            stderr_cap=1000,
+        )
+    assert caught.value.code == "SEARCH_ABORTED"
+
+
 # -- grep -------------------------------------------------------------------------------
 
 

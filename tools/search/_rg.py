@@ -217,17 +217,53 @@ async def _spawn(argv: list[str], cwd: str, confine: str | None) -> subprocess.P
         os.close(stdin)
 
 
-async def _pump(fd: int, sink: Callable[[bytes], None]) -> None:
-    os.set_blocking(fd, False)
-    while True:
-        await anyio.wait_readable(fd)
+_CHUNK = 1 << 16
+
+
+async def _collect(sinks: dict[int, Callable[[bytes], None]]) -> None:
+    """Read each pipe fd into its sink until all are at EOF.
+
+    Loop readers, not a task per pipe awaiting readiness: ``rg`` writes a search's output
+    in dozens of small bursts, and each wait of a task re-registered the fd with the
+    selector and woke the task (~50 us of CPU a burst, taken from ``rg`` on a small host);
+    a reader is registered once and called straight from the selector.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    open_fds = dict(sinks)
+
+    def finish(error: BaseException | None) -> None:
+        if not done.done():  # a cancelled wait leaves it done: nothing to hand on
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+    def readable(fd: int) -> None:
         try:
-            chunk = os.read(fd, 1 << 16)
+            chunk = os.read(fd, _CHUNK)
+            if chunk:
+                open_fds[fd](chunk)
+                return
         except BlockingIOError:
-            continue
-        if not chunk:
             return
-        sink(chunk)
+        except Exception as exc:  # the loop would only log it: hand it to the awaiting task
+            finish(exc)
+            return
+        loop.remove_reader(fd)
+        del open_fds[fd]
+        if not open_fds:
+            finish(None)
+
+    for fd in sinks:
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, readable, fd)
+    try:
+        await done
+    finally:
+        # Cancelled (abort) or failed: no callback may run after this returns.
+        for fd in open_fds:
+            loop.remove_reader(fd)
 
 
 async def _wait(process: subprocess.Popen[bytes]) -> int:
@@ -296,20 +332,22 @@ async def run_rg(
 
     assert process.stdout is not None and process.stderr is not None
     try:
-        async with anyio.create_task_group() as group:
+        with anyio.CancelScope() as scope:
 
-            async def watch() -> None:
+            def on_abort(_signal: AbortSignal) -> None:
                 nonlocal aborted
-                await signal.wait()
                 aborted = True
-                group.cancel_scope.cancel()
+                scope.cancel()
 
-            group.start_soon(watch)
-            async with anyio.create_task_group() as pumps:
-                pumps.start_soon(_pump, process.stdout.fileno(), keep_out)
-                pumps.start_soon(_pump, process.stderr.fileno(), keep_err)
-            await _wait(process)
-            group.cancel_scope.cancel()
+            # A listener, not a task awaiting the signal: called at once if already aborted.
+            dispose = signal.add_listener(on_abort)
+            try:
+                await _collect(
+                    {process.stdout.fileno(): keep_out, process.stderr.fileno(): keep_err}
+                )
+                await _wait(process)
+            finally:
+                dispose()
     finally:
         with anyio.CancelScope(shield=True):
             if process.returncode is None:
