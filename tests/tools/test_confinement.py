@@ -341,6 +341,42 @@ async def test_hardlinked_files_are_refused(
     assert (planted / "shadow").read_text() == "SECRET-shadow\n"
 
 
+@pytest.mark.parametrize(("inline_stats", "threaded"), [(256, False), (3, False), (2, True)])
+async def test_hardlinked_matches_are_dropped_inline_or_in_a_thread(
+    harness: Harness,
+    workspace: Path,
+    planted: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    inline_stats: int,
+    threaded: bool,
+) -> None:
+    import anyio.to_thread
+
+    from codemode.tools.search import _grep
+    from codemode.tools.search._rg import landlock_abi
+
+    if landlock_abi() == 0:
+        pytest.skip("without Landlock every match is re-read through confined descriptors")
+    os.link(planted / "shadow", workspace / "alias")
+    (workspace / "a.txt").write_text("SECRET-a\n" * 4)
+    (workspace / "b.txt").write_text("SECRET-b\n")
+    monkeypatch.setattr(_grep, "_INLINE_STATS", inline_stats)
+    in_threads: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def spy(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        in_threads.append(getattr(fn, "__name__", ""))
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", spy)
+    grep = await harness.ok("grep", {"pattern": "SECRET"})
+    assert sorted(m["path"] for m in grep.value["matches"]) == ["a.txt"] * 4 + ["b.txt"]
+    assert "SECRET-shadow" not in str(grep.to_json())
+    # Six matches in three files (one hard-linked): the files, not the matches, are
+    # counted against the limit for stat'ing them on the loop.
+    assert ("_without_hardlinked" in in_threads) is threaded
+
+
 async def test_hardlinks_can_be_allowed(tmp_path: Path, workspace: Path) -> None:
     (workspace / "a").write_text("one\n")
     os.link(workspace / "a", workspace / "b")
