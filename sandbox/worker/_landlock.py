@@ -22,6 +22,7 @@ import ctypes
 import errno
 import functools
 import platform
+from typing import Any
 
 __all__ = ["LandlockUnavailable", "abi_version", "deny_all", "prepare"]
 
@@ -88,7 +89,7 @@ def prepare() -> None:
     for name in ("prctl", "syscall", "close"):
         getattr(libc, name)
     if abi_version() > 0:
-        _attr_for(abi_version())
+        _arguments(abi_version())
 
 
 @functools.cache
@@ -124,16 +125,26 @@ def deny_all() -> int:
     libc = _libc()
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise _error("prctl(PR_SET_NO_NEW_PRIVS)")
-    attr, size = _attr_for(abi)
-    fd = libc.syscall(
-        ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
-        ctypes.c_uint32(0),
-    )  # fmt: skip
+    create, restrict, no_flags = _arguments(abi)
+    fd = libc.syscall(*create)
     if fd < 0:
         raise _error("landlock_create_ruleset")
     try:
-        if libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0)):
+        if libc.syscall(restrict, ctypes.c_int(fd), no_flags):
             raise _error("landlock_restrict_self")
     finally:
         libc.close(ctypes.c_int(fd))
     return abi
+
+
+@functools.cache
+def _arguments(abi: int) -> tuple[tuple[Any, ...], Any, Any]:
+    """The syscalls' constant arguments as ctypes objects, made once in the fork server
+    (``prepare``): making them in each worker ran ctypes code that wrote to pages it
+    shares with the server. The syscalls only read them."""
+    attr, size = _attr_for(abi)
+    no_flags = ctypes.c_uint32(0)
+    create = (
+        ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), no_flags,
+    )  # fmt: skip
+    return create, ctypes.c_long(_SYS_RESTRICT_SELF), no_flags

@@ -397,6 +397,35 @@ def _prctl() -> Any:
     return prctl
 
 
+class _Program:
+    """A ``struct sock_fprog`` of one kind, built once: its instruction buffer (whose pid
+    slots each installer patches in place) and the structure's address for ``prctl``.
+
+    Built in the fork server: creating the buffer and the structure, and ``cast`` and
+    ``addressof``, ran ctypes' Python and C machinery in every worker, writing to some
+    forty pages it otherwise shares with the server (~0.18 MB of private memory each).
+    """
+
+    __slots__ = ("address", "buffer", "fprog", "slots")
+
+    def __init__(self, kind: str) -> None:
+        template, self.slots = _template(kind)
+        self.buffer = ctypes.create_string_buffer(template, len(template))
+        self.fprog = _SockFprog(len(template) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
+        self.address: int = ctypes.addressof(self.fprog)
+
+    def patched(self, pid: int) -> int:
+        """Write ``pid`` into the program; the address to install it from."""
+        for offset in self.slots:
+            struct.pack_into("=I", self.buffer, offset, pid & 0xFFFFFFFF)
+        return self.address
+
+
+@functools.cache
+def _program(kind: str) -> _Program:
+    return _Program(kind)
+
+
 def prepare() -> None:
     """Build what ``install_filter`` needs ahead of the fork (called in the fork server).
 
@@ -404,8 +433,8 @@ def prepare() -> None:
     then raises it again in each worker, which reports it as a note).
     """
     _prctl()
-    _template()
-    _template("worker")
+    _program("full")
+    _program("worker")
 
 
 def packed_filter(pid: int, kind: str = "full") -> bytes:
@@ -427,14 +456,15 @@ def install_filter(pid: int, kind: str = "full") -> None:
     """
     if kind == "server":
         raw = b"".join(struct.pack("=HBBI", *insn) for insn in build_filter(0, server=True))
+        buf = ctypes.create_string_buffer(raw, len(raw))
+        fprog = _SockFprog(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        address = ctypes.addressof(fprog)
     else:
-        raw = packed_filter(pid, kind)
-    buf = ctypes.create_string_buffer(raw, len(raw))
-    fprog = _SockFprog(len(raw) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        address = _program(kind).patched(pid)
     prctl = _prctl()
     if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise SeccompUnavailable(f"prctl(PR_SET_NO_NEW_PRIVS) failed: {errno.errorcode.get(err)}")
-    if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+    if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, address, 0, 0) != 0:
         err = ctypes.get_errno()
         raise SeccompUnavailable(f"prctl(PR_SET_SECCOMP) failed: {errno.errorcode.get(err)}")

@@ -8,6 +8,7 @@ hostile frames over the bridge.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import struct
 from collections.abc import AsyncIterator
@@ -20,7 +21,7 @@ from sandbox_helpers import bindings, err, ok
 
 from codemode.engine import AbortController, CodeRunRequest, CodeRunResult
 from codemode.sandbox import Limits, PythonRuntime
-from codemode.sandbox.worker._seccomp import build_filter, packed_filter
+from codemode.sandbox.worker._seccomp import _program, build_filter, packed_filter, worker_filter
 
 pytestmark = pytest.mark.anyio
 
@@ -163,6 +164,16 @@ def test_the_precomputed_filter_is_the_built_filter(pid: int) -> None:
     # must be exactly the program build_filter describes (and the tests above check).
     expected = b"".join(struct.pack("=HBBI", *insn) for insn in build_filter(pid))
     assert packed_filter(pid) == expected
+    # What install_filter hands the kernel: the program prepared in the fork server,
+    # patched in place (twice here, so a second worker pid overwrites the first).
+    for kind, build in (("full", build_filter), ("worker", worker_filter)):
+        program = _program(kind)
+        program.patched(7)
+        address = program.patched(pid)
+        assert address == ctypes.addressof(program.fprog)
+        assert program.fprog.len * 8 == len(program.buffer.raw)
+        assert program.fprog.filter == ctypes.addressof(program.buffer)
+        assert program.buffer.raw == b"".join(struct.pack("=HBBI", *i) for i in build(pid))
 
 
 async def test_subprocess_is_impossible(raw_runtime: PythonRuntime) -> None:
