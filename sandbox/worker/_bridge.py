@@ -38,11 +38,15 @@ from ._frames import (
     encode_frame,
 )
 
-__all__ = ["Spin", "SpinningSelector", "WorkerBridge"]
+__all__ = ["Spin", "SpinningSelector", "WorkerBridge", "WorkerLoop"]
 
 _T = TypeVar("_T")
 
 _RECV = 256 * 1024
+
+# Built once, in the fork server (decoders are immutable): building one in every worker
+# wrote to pages it shares with the server (msgspec's type information).
+_DECODER = msgspec.json.Decoder(WorkerInbound)
 
 
 def _recv(sock: socket.socket) -> bytes:
@@ -140,6 +144,38 @@ class SpinningSelector(selectors.EpollSelector):
         return ready
 
 
+class WorkerLoop(asyncio.SelectorEventLoop):
+    """A worker's event loop, built once in the fork server and inherited by every worker.
+
+    Building an asyncio loop runs a good deal of Python (weak sets and dictionaries, the
+    clock's resolution, the selector, the self-pipe's sockets) whose writes to pages the
+    worker shares with the server cost every worker about half a megabyte of private
+    memory. The server builds this one and never runs it; each worker calls ``renew``
+    once the inherited descriptors are closed, for a selector and a self-pipe of its
+    own.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(SpinningSelector())
+        # The server's selector and self-pipe, retired in a worker: their descriptors
+        # were closed with everything else it inherited, so these objects must never
+        # close them again (the numbers are reused). Kept referenced, never finalised
+        # (a worker ends in ``os._exit``).
+        self._retired: list[object] = []
+
+    def renew(self) -> None:
+        """In a freshly forked worker whose inherited descriptors are closed: a new
+        ``SpinningSelector`` and self-pipe (a ``socketpair``, which its seccomp filter
+        refuses later), registered as ``BaseSelectorEventLoop.__init__`` does."""
+        ssock, csock = self._ssock, self._csock
+        self._retired.append((self._selector, ssock, csock))
+        ssock.detach()
+        csock.detach()
+        self._internal_fds -= 1
+        self._selector = SpinningSelector()
+        self._make_self_pipe()
+
+
 class WorkerBridge:
     """Frames over the inherited bridge socket (see module docstring)."""
 
@@ -147,7 +183,7 @@ class WorkerBridge:
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
         self._buffer = FrameBuffer(max_frame_bytes)
-        self._decoder = msgspec.json.Decoder(WorkerInbound)
+        self._decoder = _DECODER
         self._pending: list[Any] = []
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLOUT)

@@ -44,8 +44,9 @@ from ._boundary import (
     lock_down_server,
     remove_workdir,
 )
+from ._bridge import WorkerLoop
 from ._frames import FrameBuffer, encode_frame
-from ._guest import load_guest
+from ._guest import Guest, load_guest
 from ._main import worker_main
 
 __all__ = ["Exited", "ForkFailed", "ForkRequest", "Forked", "Hello", "ServerConfig", "main"]
@@ -148,6 +149,9 @@ def main(config_json: str) -> None:
     # socket. Ignoring SIGINT also keeps a stray ``kill -INT`` from printing a traceback;
     # workers inherit the disposition (they never see a terminal either way).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Workers inherit an empty environment (the host starts the server with none; this
+    # makes sure), so none of them need clear it.
+    os.environ.clear()
     config = msgspec.json.decode(config_json, type=ServerConfig)
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -175,8 +179,11 @@ def main(config_json: str) -> None:
     # heap from the run's memory cap less what the server maps): the loop is only for
     # the build; each worker makes its own.
     loop = asyncio.new_event_loop()
-    for name in sorted(set(config.guests.values())):
-        load_guest(name).prepare_template(loop, config.warm_options.get(name))
+    # Loaded and checked against the protocol here, once: a runtime protocol's
+    # ``isinstance`` in each worker took ~0.1 ms and wrote to shared pages.
+    modules = {name: load_guest(name) for name in sorted(set(config.guests.values()))}
+    for name, module in modules.items():
+        module.prepare_template(loop, config.warm_options.get(name))
     loop.close()
     # From here on the server is the template of its workers: in its private root, as
     # nobody. Nothing after this reads a host file.
@@ -185,8 +192,10 @@ def main(config_json: str) -> None:
     # Freeze without a full collection first: collecting took 10-15 ms of every cold
     # start, and what it would free is shared with the workers, never touched (frozen
     # objects are invisible to their collector) and gone with the server.
+    # Every worker's loop (``WorkerLoop``): built here, never run here.
+    template = WorkerLoop()
     gc.freeze()
-    _Server(ctrl, config, workdir, null_fd, isolation, locked, notes).serve()
+    _Server(ctrl, config, modules, template, workdir, null_fd, isolation, locked, notes).serve()
 
 
 class _Server:
@@ -194,6 +203,8 @@ class _Server:
         self,
         ctrl: socket.socket,
         config: ServerConfig,
+        modules: dict[str, Guest],
+        template: WorkerLoop,
         workdir: str,
         null_fd: int,
         isolation: Isolation,
@@ -202,6 +213,8 @@ class _Server:
     ):
         self.ctrl = ctrl
         self.config = config
+        self.modules = modules
+        self.template = template
         self.workdir = workdir
         self.null_fd = null_fd
         self.locked = locked
@@ -292,6 +305,8 @@ class _Server:
                     # orphaned early sees its init (1) instead and exits.
                     os.getppid(),
                     self.config.guests,
+                    self.modules,
+                    self.template,
                     request.max_frame_bytes,
                 )
             finally:

@@ -7,9 +7,10 @@ size and core limits (``_boundary.lock_down_server``). So a worker only does wha
 cannot be inherited:
 
 1. Drop everything inherited from the fork server except the bridge socket; new session
-   (so the supervisor can kill the whole process group); empty environment, stdio on
-   /dev/null.
-2. Create the guest's event loop (it needs a socketpair, which seccomp forbids later).
+   (so the supervisor can kill the whole process group); stdio on /dev/null. (The
+   environment is already empty: the server cleared its own.)
+2. Renew the event loop inherited from the server (``WorkerLoop``): its own selector and
+   self-pipe (a socketpair, which seccomp forbids later).
 3. Lock down its own half (``_boundary.lock_down_worker``): CPU, open-file and process
    limits, parent-death signal, Landlock, seccomp; report ``ready``. From here on no
    host file is reachable.
@@ -24,7 +25,6 @@ the guest modules the fork server was started with.
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # the C half of ``signal``
-import asyncio
 import os
 import select
 import signal
@@ -32,9 +32,9 @@ import socket
 from typing import NoReturn
 
 from . import _boundary
-from ._bridge import SpinningSelector, WorkerBridge
+from ._bridge import WorkerBridge, WorkerLoop
 from ._frames import DoneFrame, ErrorSpec, ReadyFrame
-from ._guest import load_guest
+from ._guest import Guest
 
 __all__ = ["worker_main"]
 
@@ -53,9 +53,16 @@ def worker_main(
     null_fd: int,
     parent_pid: int,
     guests: dict[str, str],
+    modules: dict[str, Guest],
+    loop: WorkerLoop,
     max_frame_bytes: int,
 ) -> NoReturn:
-    """Run one worker to completion; never returns (``os._exit``)."""
+    """Run one worker to completion; never returns (``os._exit``).
+
+    ``guests`` maps a run frame's guest kind to its module's name; ``modules`` holds those
+    modules, loaded and checked by the server (``load_guest``); ``loop`` is the server's
+    never-run template loop, renewed here (``WorkerLoop``).
+    """
     code = 0
     bridge: WorkerBridge | None = None
     try:
@@ -69,11 +76,9 @@ def worker_main(
         os.closerange(3, bridge_fd)
         os.closerange(bridge_fd + 1, _MAX_FD)
         os.setsid()
-        if os.environ:  # the server starts with none; clearing an empty one costs pages
-            os.environ.clear()
         sock = socket.socket(fileno=bridge_fd)
         # Polls briefly before it sleeps while a binding result is due (``Spin``).
-        loop = asyncio.SelectorEventLoop(SpinningSelector())
+        loop.renew()
         notes = _boundary.lock_down_worker(spec, parent_pid, server)
         bridge = WorkerBridge(sock, max_frame_bytes)
         bridge.send(ReadyFrame(pid=os.getpid(), notes=notes))
@@ -81,9 +86,6 @@ def worker_main(
         # an arbitrary point of the run (or, for a run that allocates nothing, never
         # enforced at all): the run is refused as a worker-exit, whatever it does.
         too_small = _boundary.address_space_refusal(spec, server)
-        # Loaded (and checked against the protocol) once: the check is a runtime
-        # protocol's ``isinstance``, ~0.1 ms in a cold worker, not to be paid on the run.
-        modules = {name: load_guest(name) for name in sorted(set(guests.values()))}
         for module in modules.values() if too_small is None else ():
             # Pre-faulting is for a worker that idles until its run: one whose run frame
             # is already here (a checkout that waited for it) starts the run at once.

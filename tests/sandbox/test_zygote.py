@@ -100,7 +100,20 @@ async def test_each_worker_adds_its_own_half(runtime: type[ProcessRuntime]) -> N
         server_fds = {
             os.readlink(f"/proc/{server}/fd/{fd}") for fd in os.listdir(f"/proc/{server}/fd")
         }
-        assert not (server_fds - {"/dev/null"}) & set(targets)
+        # Every epoll instance has the same name: those are compared by what they watch.
+        assert not (server_fds - {"/dev/null", "anon_inode:[eventpoll]"}) & set(targets)
+        # The worker's epoll watches its own sockets only (its self-pipe; the bridge once
+        # a run attaches), never one of the server's (the template loop it renewed).
+        with open(f"/proc/{worker}/fdinfo/{fds[3]}") as handle:
+            watched = {
+                int(field.split(":", 1)[1], 16)
+                for line in handle
+                if line.startswith("tfd:")
+                for field in line.split()
+                if field.startswith("ino:")
+            }
+        own = {os.stat(f"/proc/{worker}/fd/{fd}").st_ino for fd in fds[4:]}
+        assert watched and watched <= own
         # A session of its own, so the supervisor can kill its whole process group.
         fields = stat_fields(worker)
         assert int(fields[2]) == worker and int(fields[3]) == worker  # pgrp, session
