@@ -167,13 +167,15 @@ class WorkerLoop(asyncio.SelectorEventLoop):
         """In a freshly forked worker whose inherited descriptors are closed: a new
         ``SpinningSelector`` and self-pipe (a ``socketpair``, which its seccomp filter
         refuses later), registered as ``BaseSelectorEventLoop.__init__`` does."""
-        ssock, csock = self._ssock, self._csock
-        self._retired.append((self._selector, ssock, csock))
+        # ``BaseSelectorEventLoop``'s own attributes (stable since Python 3.4; not typed).
+        base: Any = self
+        ssock, csock = base._ssock, base._csock
+        self._retired.append((base._selector, ssock, csock))
         ssock.detach()
         csock.detach()
-        self._internal_fds -= 1
-        self._selector = SpinningSelector()
-        self._make_self_pipe()
+        base._internal_fds -= 1
+        base._selector = SpinningSelector()
+        base._make_self_pipe()
 
 
 class WorkerBridge:

@@ -38,6 +38,18 @@ def limits(pid: int) -> dict[str, tuple[str, str]]:
     return out
 
 
+def epoll_watched_inodes(pid: int, fd: int) -> set[int]:
+    """The inodes of the descriptors an epoll instance of ``pid`` watches (its fdinfo)."""
+    with open(f"/proc/{pid}/fdinfo/{fd}") as handle:
+        return {
+            int(field.split(":", 1)[1], 16)
+            for line in handle
+            if line.startswith("tfd:")
+            for field in line.split()
+            if field.startswith("ino:")
+        }
+
+
 def stat_fields(pid: int) -> list[str]:
     with open(f"/proc/{pid}/stat") as handle:
         return handle.read().rsplit(")", 1)[1].split()
@@ -104,14 +116,7 @@ async def test_each_worker_adds_its_own_half(runtime: type[ProcessRuntime]) -> N
         assert not (server_fds - {"/dev/null", "anon_inode:[eventpoll]"}) & set(targets)
         # The worker's epoll watches its own sockets only (its self-pipe; the bridge once
         # a run attaches), never one of the server's (the template loop it renewed).
-        with open(f"/proc/{worker}/fdinfo/{fds[3]}") as handle:
-            watched = {
-                int(field.split(":", 1)[1], 16)
-                for line in handle
-                if line.startswith("tfd:")
-                for field in line.split()
-                if field.startswith("ino:")
-            }
+        watched = epoll_watched_inodes(worker, fds[3])
         own = {os.stat(f"/proc/{worker}/fd/{fd}").st_ino for fd in fds[4:]}
         assert watched and watched <= own
         # A session of its own, so the supervisor can kill its whole process group.
