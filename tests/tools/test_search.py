@@ -239,12 +239,19 @@ async def test_abort_kills_ripgrep(workspace: Path) -> None:
     )
 
 
-async def test_run_rg_reads_both_pipes_past_a_pipe_buffer(workspace: Path) -> None:
-    from codemode.tools.search._rg import run_rg
+@pytest.mark.parametrize("mode", ["paced", "pipe cannot grow", "no pidfd"])
+async def test_run_rg_reads_both_pipes_past_a_pipe_buffer(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    from codemode.tools.search import _rg
 
+    if mode == "pipe cannot grow":
+        monkeypatch.setattr(_rg, "_grown", lambda fd: False)  # read unpaced
+    elif mode == "no pidfd":
+        monkeypatch.setattr(_rg, "_pidfd", lambda process: None)  # unpaced, thread wait
     line = "needle " + "x" * 90 + "\n"
-    (workspace / "big.txt").write_text(line * 5000)  # ~490 KB: many pipe buffers' worth
-    out = await run_rg(
+    (workspace / "big.txt").write_text(line * 30_000)  # ~2.9 MB: past the grown 1 MiB pipe
+    out = await _rg.run_rg(
         ["--no-config", "--debug", "--no-line-number", "needle", "big.txt"],
         cwd=str(workspace),
         signal=AbortController().signal,
@@ -253,7 +260,7 @@ async def test_run_rg_reads_both_pipes_past_a_pipe_buffer(workspace: Path) -> No
         stderr_cap=1000,
     )
     assert out.exit_code == 0
-    assert out.stdout == (line * 5000).encode()
+    assert out.stdout == (line * 30_000).encode()
     assert "DEBUG" in out.stderr  # --debug's log, read beside the matches
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import fcntl
 import importlib.metadata
 import os
 import re
@@ -218,19 +219,39 @@ async def _spawn(argv: list[str], cwd: str, confine: str | None) -> subprocess.P
 
 
 _CHUNK = 1 << 16
+# A paced pipe is grown to this (the default pipe-max-size, allowed unprivileged) so rg
+# can write ahead while its reader rests; a pipe that cannot grow is read unpaced.
+_PIPE_BYTES = 1 << 20
+_PACE_S = 0.002
 
 
-async def _collect(sinks: dict[int, Callable[[bytes], None]]) -> None:
+def _grown(fd: int) -> bool:
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    except OSError:  # over the user's pipe-buffer allowance
+        return False
+    return True
+
+
+async def _collect(
+    sinks: dict[int, Callable[[bytes], None]], pace: int | None, pidfd: int | None
+) -> None:
     """Read each pipe fd into its sink until all are at EOF.
 
     Loop readers, not a task per pipe awaiting readiness: ``rg`` writes a search's output
-    in dozens of small bursts, and each wait of a task re-registered the fd with the
-    selector and woke the task (~50 us of CPU a burst, taken from ``rg`` on a small host);
-    a reader is registered once and called straight from the selector.
+    in dozens of small bursts (one per file with matches), and each wait of a task
+    re-registered the fd with the selector and woke the task (~50 us of CPU a burst, taken
+    from ``rg`` on a small host). The ``pace`` fd (stdout) is also read paced while the
+    process runs: once drained, its reader rests ``_PACE_S`` while rg writes ahead into
+    the grown pipe, so a search is read in a few large reads rather than one per burst.
+    The exit, seen on ``pidfd``, ends the pacing at once: the last output is not waited
+    for. Without a pidfd (kernels before 5.3) nothing is paced.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     open_fds = dict(sinks)
+    paced = pace is not None and pidfd is not None and _grown(pace)
+    resting: list[asyncio.TimerHandle] = []
 
     def finish(error: BaseException | None) -> None:
         if not done.done():  # a cancelled wait leaves it done: nothing to hand on
@@ -239,42 +260,85 @@ async def _collect(sinks: dict[int, Callable[[bytes], None]]) -> None:
             else:
                 done.set_exception(error)
 
+    def drain(fd: int) -> bool | None:
+        """Read what ``fd`` holds, at most a grown pipe's worth (the loop's other work
+        must not wait on a fast writer): True at EOF, False once emptied, None if more
+        may be waiting."""
+        sink = open_fds[fd]
+        for _ in range(_PIPE_BYTES // _CHUNK):
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return True
+            sink(chunk)
+            if len(chunk) < _CHUNK:
+                return False  # emptied (another read would only say EAGAIN)
+        return None
+
     def readable(fd: int) -> None:
         try:
-            chunk = os.read(fd, _CHUNK)
-            if chunk:
-                open_fds[fd](chunk)
-                return
-        except BlockingIOError:
-            return
+            state = drain(fd)
         except Exception as exc:  # the loop would only log it: hand it to the awaiting task
             finish(exc)
             return
-        loop.remove_reader(fd)
-        del open_fds[fd]
-        if not open_fds:
-            finish(None)
+        if state is True:
+            loop.remove_reader(fd)
+            del open_fds[fd]
+            if not open_fds:
+                finish(None)
+        elif state is False and paced and fd == pace:
+            # Emptied: rest while rg writes ahead (still full: stay armed, read on).
+            loop.remove_reader(fd)
+            resting.append(loop.call_later(_PACE_S, resume))
+
+    def resume() -> None:
+        resting.clear()
+        assert pace is not None
+        loop.add_reader(pace, readable, pace)
+
+    def exited() -> None:
+        nonlocal paced
+        assert pidfd is not None
+        loop.remove_reader(pidfd)
+        paced = False
+        if resting:
+            resting[0].cancel()
+            resume()
 
     for fd in sinks:
         os.set_blocking(fd, False)
         loop.add_reader(fd, readable, fd)
+    if paced:
+        assert pidfd is not None
+        loop.add_reader(pidfd, exited)
     try:
         await done
     finally:
         # Cancelled (abort) or failed: no callback may run after this returns.
+        for handle in resting:
+            handle.cancel()
         for fd in open_fds:
             loop.remove_reader(fd)
+        if pidfd is not None:
+            loop.remove_reader(pidfd)
 
 
-async def _wait(process: subprocess.Popen[bytes]) -> int:
+def _pidfd(process: subprocess.Popen[bytes]) -> int | None:
     try:
-        pidfd = os.pidfd_open(process.pid)
-    except OSError:  # kernels before 5.3: wait in a worker thread instead
+        return os.pidfd_open(process.pid)
+    except OSError:  # kernels before 5.3
+        return None
+
+
+async def _wait(process: subprocess.Popen[bytes], pidfd: int | None) -> int:
+    code = process.poll()
+    if code is not None:
+        return code
+    if pidfd is None:  # wait in a worker thread instead
         return await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
-    try:
-        await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
+    await anyio.wait_readable(pidfd)
     return process.wait()
 
 
@@ -331,6 +395,7 @@ async def run_rg(
             del err[: len(err) - stderr_cap - 1]
 
     assert process.stdout is not None and process.stderr is not None
+    pidfd = _pidfd(process)
     try:
         with anyio.CancelScope() as scope:
 
@@ -342,10 +407,9 @@ async def run_rg(
             # A listener, not a task awaiting the signal: called at once if already aborted.
             dispose = signal.add_listener(on_abort)
             try:
-                await _collect(
-                    {process.stdout.fileno(): keep_out, process.stderr.fileno(): keep_err}
-                )
-                await _wait(process)
+                stdout = process.stdout.fileno()
+                await _collect({stdout: keep_out, process.stderr.fileno(): keep_err}, stdout, pidfd)
+                await _wait(process, pidfd)
             finally:
                 dispose()
     finally:
@@ -353,7 +417,9 @@ async def run_rg(
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
-                await _wait(process)
+                await _wait(process, pidfd)
+            if pidfd is not None:
+                os.close(pidfd)
             process.stdout.close()
             process.stderr.close()
     if aborted:
