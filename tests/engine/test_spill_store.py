@@ -91,6 +91,33 @@ async def test_existing_directory_is_used_and_left_alone(tmp_path: Path) -> None
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("size", [10, 64 << 10, (64 << 10) + 1, 1 << 20])
+async def test_small_and_large_spills_are_written_whole(tmp_path: Path, size: int) -> None:
+    # Up to 64 KiB from the event loop, above it from a worker thread: the same file.
+    store = LocalSpillStore(tmp_path / "s")
+    text = ("0123456789abcdef" * (size // 16 + 1))[:size]
+    path = Path(await store.save(text, suggested_name="big.txt", label="result"))
+    assert _read(path) == text and _mode(path) == 0o600
+
+
+@pytest.mark.anyio
+async def test_a_directory_removed_after_a_save_is_made_again(tmp_path: Path) -> None:
+    directory = tmp_path / "spill"
+    store = LocalSpillStore(directory)
+    first = await store.save("one", suggested_name="a.txt", label="result")
+    os.unlink(first)
+    os.rmdir(directory)
+    second = await store.save("two", suggested_name="a.txt", label="result")
+    assert _read(Path(second)) == "two" and _mode(directory) == 0o700
+    # Replaced by a file: refused, as at first use.
+    os.unlink(second)
+    os.rmdir(directory)
+    os.close(os.open(directory, os.O_CREAT | os.O_WRONLY, 0o600))
+    with pytest.raises(NotADirectoryError, match="not a directory"):
+        await store.save("three", suggested_name="a.txt", label="result")
+
+
+@pytest.mark.anyio
 async def test_directory_path_that_is_a_file_fails(tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.touch()
