@@ -54,6 +54,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from .._errors import BindingCallError
@@ -329,6 +330,13 @@ def _ms(seconds: float) -> float:
 _PUMP: Any = object()
 """A worker job: take the lane and run what is ready (then the body it last started)."""
 
+# How long one worker task may keep going from stage to stage (pump, body, pump...)
+# before it lets the event loop run: bodies that do not wait settle at once, so a queue
+# of thousands of calls (a program's storm) would otherwise be started, run and
+# committed in one loop iteration, holding everything else on the loop (45 ms for a
+# slice of 128 queued calls here).
+_LANE_SLICE_S = 0.004
+
 
 class SubDispatchDriver:
     """Runs one program's sub-calls through the runtime's pipeline (see module docstring)."""
@@ -366,6 +374,8 @@ class SubDispatchDriver:
         self._loop = _asyncio_loop()
         # Set by a log append that settles while the lane waits on backpressure.
         self._logs_flag: _Flag | None = None
+        # When the worker task now running should let the loop run (``_LANE_SLICE_S``).
+        self._slice_end = 0.0
         # Set once drain found nothing left (or the run's driver task ended).
         self._drained = _Flag(self._loop)
         self._ended = False
@@ -471,6 +481,7 @@ class SubDispatchDriver:
     async def _job(self, job: Any) -> None:
         """A body worker's job: a pump, or an entry whose body to run; after a body, the
         worker commits what is ready when the lane is free."""
+        self._slice_end = time.perf_counter() + _LANE_SLICE_S
         if job is _PUMP:
             self._kicked = False
             entry = await self._pump() if not self._busy else None
@@ -479,7 +490,14 @@ class SubDispatchDriver:
             entry = job
         while entry is not None:
             await self._body(entry)
+            if time.perf_counter() >= self._slice_end:
+                await self._breathe()
             entry = await self._pump() if not self._busy else None
+
+    async def _breathe(self) -> None:
+        """Let the event loop run, then start a new slice (``_LANE_SLICE_S``)."""
+        await anyio.lowlevel.checkpoint()
+        self._slice_end = time.perf_counter() + _LANE_SLICE_S
 
     def _hand_off(self, entry: _Entry) -> None:
         self._handed += 1
@@ -498,6 +516,10 @@ class SubDispatchDriver:
         pending = self._pending
         try:
             while True:
+                if time.perf_counter() >= self._slice_end:
+                    # Still holding the lane (order is kept): thousands of calls may be
+                    # ready at once (a storm, or abandoned when its run ends).
+                    await self._breathe()
                 if commits and commits[0].settled is not None:
                     if held is not None:
                         self._hand_off(held)

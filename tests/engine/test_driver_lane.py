@@ -14,6 +14,9 @@ from pipeline_support import call
 
 from codemode.engine import (
     Accept,
+    CodeRunError,
+    CodeRunRequest,
+    CodeRunResult,
     MemorySessionLog,
     ToolOutput,
     ToolRuntime,
@@ -237,3 +240,56 @@ async def test_a_sealed_argument_is_validated_once_across_classifier_and_body() 
     result = await rt.execute(call("t", frozen))
     assert result.is_error
     assert result.error.message == 'invalid arguments: "value" must be a string'
+
+
+@pytest.mark.anyio
+async def test_thousands_of_calls_abandoned_at_a_run_s_end_are_settled_a_slice_at_a_time() -> None:
+    # A sandbox begins calls from its read callback as their frames arrive; with the
+    # cap's worth in flight the rest wait in the queue. When the run ends, each waiting
+    # call is settled as abandoned: a storm's thousands must not all be settled in one
+    # loop iteration (nothing else on the loop would run meanwhile).
+    calls = 3000
+    settled = 0
+    most = 0
+    ticking = True
+
+    async def ticker() -> None:
+        nonlocal most
+        last = 0
+        while ticking:
+            await asyncio.sleep(0)
+            most, last = max(most, settled - last), settled
+
+    class StormRuntime:
+        language = "python"
+        isolation = "in-process"
+
+        async def run(self, request: CodeRunRequest) -> CodeRunResult:
+            nonlocal settled
+            nap = request.bindings[0].functions["nap"]
+            all_settled = anyio.Event()
+
+            def settle(ok: bool, payload: Any) -> None:
+                nonlocal settled
+                settled += 1
+                if settled == calls:
+                    all_settled.set()
+
+            def storm() -> None:
+                for i in range(calls):
+                    nap.begin({"id": str(i), "ms": 300}, settle)
+
+            asyncio.get_running_loop().call_soon(storm)
+            with anyio.move_on_after(0.05):
+                await all_settled.wait()
+            return CodeRunResult(error=CodeRunError("timeout", "the run took too long"))
+
+    rt = ToolRuntime(mode="code", max_parallel_sub_calls=10, code_runtime=StormRuntime())
+    rt.register(sleep_tool("nap"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+        ticking = False
+    assert result.is_error
+    assert settled == calls  # the 10 in flight cancelled, the rest abandoned
+    assert 0 < most < calls - 10
