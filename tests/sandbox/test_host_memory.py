@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import sys
 import threading
 from typing import Any
 
@@ -144,3 +145,46 @@ async def test_big_payloads_of_few_members_are_decoded_on_the_loop(
         assert got == [1, seen[0]]
         # The call frame, and the done frame echoing the value.
         assert rt.stats.thread_decodes == (2 if in_thread else 0)
+
+
+def test_heavy_decodes_run_with_short_gil_slices_and_restore_the_interval() -> None:
+    from codemode.sandbox.host._bridge import _ShortSlices
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        _ShortSlices.enter()
+        _ShortSlices.enter()  # two decodes at once
+        assert sys.getswitchinterval() == pytest.approx(_ShortSlices.INTERVAL_S)
+        _ShortSlices.exit()
+        assert sys.getswitchinterval() == pytest.approx(_ShortSlices.INTERVAL_S)
+        _ShortSlices.exit()
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+        # An interval changed by someone else meanwhile is theirs: left as they set it.
+        _ShortSlices.enter()
+        sys.setswitchinterval(0.002)
+        _ShortSlices.exit()
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+        # One already shorter is not lengthened, nor touched on the way out.
+        sys.setswitchinterval(0.0005)
+        _ShortSlices.enter()
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        _ShortSlices.exit()
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+    finally:
+        sys.setswitchinterval(before)
+
+
+async def test_a_heavy_decode_leaves_the_switch_interval_as_it_found_it() -> None:
+    before = sys.getswitchinterval()
+
+    async def take(args: Any) -> Any:
+        # Called on the loop after the decode thread ended.
+        return sys.getswitchinterval()
+
+    limits = Limits(max_compute_ms=10_000, max_wall_ms=30_000, pool_size=1)
+    async with PythonRuntime(limits) as rt:
+        program = "return await tools.take({'v': list(range(30_000))})"
+        assert ok(await make_runner(rt)(program, tools={"take": take})) == pytest.approx(before)
+        assert rt.stats.thread_decodes == 1
+    assert sys.getswitchinterval() == pytest.approx(before)
