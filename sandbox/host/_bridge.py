@@ -13,7 +13,8 @@ nested deeper arrives as a ``TooDeep`` marker, never built. A *heavy* payload --
 validation of it cost nothing), in a worker thread: a 60 MiB or 10,000-deep frame of
 program data costs the event loop only the hand-off, and reading pauses meanwhile so
 frames stay in order. At most ``_FRAMES_PER_SLICE`` frames are handed on per loop
-iteration, so a storm of small calls cannot hold the loop either. On asyncio the socket
+iteration, and for at most ``_SLICE_SECONDS``, so a storm of small calls cannot hold the
+loop either. On asyncio the socket
 stays registered with the loop while frames flow (one readiness callback per burst
 instead of a register/unregister pair per read); other backends use
 ``anyio.wait_readable``. Either way a burst is cut into slices so a
@@ -78,6 +79,10 @@ _INLINE_WHOLE_BYTES = 4 << 20
 # Frames handed on per loop iteration: each call frame starts a task, and a storm of
 # thousands started in one iteration would run in one iteration too.
 _FRAMES_PER_SLICE = 128
+# ...and at most about this long: a call frame may run its whole sub-call before the
+# next is read (a body that does not wait), ~0.2 ms each here and twice that when other
+# processes take the cores, so 128 of them held the loop 25-50 ms.
+_SLICE_SECONDS = 0.004
 # _drain outcomes.
 _WAIT = 0  # nothing more readable now
 _HEAVY = 1  # the backlog's head is a payload to decode off the loop
@@ -174,6 +179,7 @@ class HostBridge:
         self._max_depth = max_depth
         self._backlog: deque[Payload] = deque()
         self._budget = 0
+        self._slice_end = 0.0
         self._eof = False
         self._decoder = _DECODER
         self._outbox: list[bytearray] = []
@@ -425,7 +431,7 @@ class HostBridge:
         when stopped at a heavy one, ``_MORE`` when this slice's budget is spent."""
         backlog = self._backlog
         while backlog:
-            if self._budget <= 0:
+            if self._budget <= 0 or time.perf_counter() >= self._slice_end:
                 return _MORE
             payload = backlog[0]
             size = len(payload)
@@ -459,6 +465,7 @@ class HostBridge:
         if self._stop:
             return _EOF
         self._budget = _FRAMES_PER_SLICE
+        self._slice_end = time.perf_counter() + _SLICE_SECONDS
         status = self._process(on_frame)
         if status != _WAIT:
             return status
