@@ -228,6 +228,16 @@ def sealed(items: dict[str, Any]) -> FrozenDict:
     return out
 
 
+def sealed_list(items: list[Any]) -> FrozenList:
+    """``sealed``'s list twin: a sealed ``FrozenList`` of ``items`` *without* checking
+    them (internal: for lists of values known to be lossless and frozen, such as sealed
+    dicts, strings and finite numbers, that a later ``snapshot`` returns uncopied)."""
+    out = FrozenList(items)
+    out._sealed = True
+    out._digest = None
+    return out
+
+
 def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     """Return a detached copy of ``value`` (deep-frozen unless ``freeze=False``).
 

@@ -502,8 +502,7 @@ def test_meta_size_is_measured_as_js_json_writes_it() -> None:
 
 
 def test_sealed_list_is_taken_as_is() -> None:
-    from codemode.engine.json import sealed, snapshot
-    from codemode.tools.search._common import sealed_list
+    from codemode.engine.json import sealed, sealed_list, snapshot
 
     rows = [sealed({"lineNumber": 1, "line": "x"}), "y", 3]
     frozen = sealed_list(rows)
@@ -624,3 +623,15 @@ async def test_no_confined_spawner_thread_outlives_its_search(tmp_path: Path) ->
     for thread in spawners():
         thread.join(timeout=5)
     assert spawners() == []
+
+
+def test_meta_sizes_with_a_lone_surrogate_match_js_json() -> None:
+    # msgspec refuses a lone surrogate: such a meta is measured from js_json, each lone
+    # surrogate 3 bytes (a TextEncoder's U+FFFD), never an exception.
+    from codemode.tools._text import js_json
+    from codemode.tools.search._common import _json_size, bounded
+
+    meta = {"paths": ["a\udcffb", "ok"], "truncated": False}
+    assert len(_json_size(meta)) == len(js_json(meta).replace("\udcff", "\ufffd").encode())
+    kept, cut = bounded(["a\udcffb", "c"], 64, lambda items, cut: {"paths": items, "cut": cut})
+    assert not cut and kept["paths"] == ["a\udcffb", "c"]

@@ -20,12 +20,12 @@ import anyio.to_thread
 import msgspec
 
 from codemode.engine import ToolDefinition, ToolOutput
-from codemode.engine.json import FrozenList
 
 from .._catalog import define_catalog_tool
 from .._common import arg, is_blank, result_parts
 from .._config import ToolsConfig
 from .._errors import FsError, SearchError, io_error
+from .._text import js_json
 from ..fs._io import open_readable
 from . import _rg
 from ._rg import RgOutput, run_rg
@@ -45,7 +45,6 @@ __all__ = [
     "run_search",
     "search_card",
     "search_title",
-    "sealed_list",
     "workdir_relative",
 ]
 
@@ -254,24 +253,20 @@ async def confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> li
     return await anyio.to_thread.run_sync(_confirm_matches, cfg, matches)
 
 
-def sealed_list(items: list[Any]) -> FrozenList:
-    """A sealed ``FrozenList`` of ``items`` *without* checking them: the list twin of
-    ``codemode.engine.json.sealed``, for lists of values known lossless and frozen (sealed
-    dicts, str, finite ints), so the pipeline's ``snapshot`` returns it uncopied.
-
-    Marked the way ``snapshot`` marks what it builds (``snapshot([...])`` of sealed items
-    gives the same, after a call per item to check each is sealed).
-    """
-    out = FrozenList(items)
-    out._sealed = True
-    out._digest = None
-    return out
-
-
 # The size of ``js_json(meta).encode("utf-8")`` without building the str: for the str, int,
 # bool and None values a search meta holds, msgspec writes the same bytes (no ASCII
 # escaping, the same control-character escapes), in a fraction of the time.
-_json_size = msgspec.json.Encoder().encode
+_encode = msgspec.json.Encoder().encode
+
+
+def _json_size(meta: Any) -> bytes:
+    """The JSON bytes whose length ``bounded`` compares (see above). msgspec refuses a lone
+    surrogate: that meta is measured from ``js_json`` with each surrogate as 3 bytes, as
+    a ``TextEncoder`` counts the U+FFFD it writes for one."""
+    try:
+        return _encode(meta)
+    except UnicodeEncodeError:
+        return js_json(meta).encode("utf-8", "surrogatepass")
 
 
 def bounded(items: list[Any], max_bytes: int, make: Any) -> tuple[Any, bool]:

@@ -16,7 +16,7 @@ import anyio.to_thread
 import msgspec
 
 from codemode.engine import ToolDefinition, text
-from codemode.engine.json import FrozenDict, sealed
+from codemode.engine.json import FrozenDict, sealed, sealed_list
 from codemode.engine.policies import utf8_head_bytes
 
 from .._catalog import catalog_entry
@@ -32,7 +32,6 @@ from ._common import (
     confirm_matches,
     define_search_tool,
     run_search,
-    sealed_list,
     search_target,
     search_title,
 )
