@@ -377,6 +377,51 @@ async def test_hardlinked_matches_are_dropped_inline_or_in_a_thread(
     assert ("_without_hardlinked" in in_threads) is threaded
 
 
+def _write_bytes_named(path: bytes, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+@pytest.mark.parametrize("kernel_confined", [True, False])
+async def test_grep_reports_matches_in_files_whose_names_are_not_utf8(
+    harness: Harness,
+    workspace: Path,
+    planted: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kernel_confined: bool,
+) -> None:
+    # ripgrep names such a file by its bytes (base64). Its matches are shown under the
+    # name with U+FFFD (as glob shows it), and every check that opens or stats the file
+    # (hard links; without Landlock, re-reading the line) uses the name on disk.
+    from codemode.tools.search import _grep
+
+    monkeypatch.setattr(_grep, "confined_by_kernel", lambda: kernel_confined)
+    ws = os.fsencode(workspace)
+    _write_bytes_named(os.path.join(ws, b"caf\xe9.txt"), "needle one\n")
+    (workspace / "plain.txt").write_text("needle two\n")
+    # A hard link to a file outside, under a name that is not UTF-8: still left out.
+    os.link(planted / "shadow", os.path.join(ws, b"alias\xff"))
+    grep = await harness.ok("grep", {"pattern": "needle|SECRET"})
+    assert sorted((m["path"], m["line"]) for m in grep.value["matches"]) == [
+        ("caf\ufffd.txt", "needle one"),
+        ("plain.txt", "needle two"),
+    ]
+    assert "SECRET-shadow" not in str(grep.to_json())
+
+
+async def test_grep_leaves_out_files_shown_alike(harness: Harness, workspace: Path) -> None:
+    # b"x\xff", b"x\xfe" and a file really named "x\ufffd" all show as "x\ufffd": no
+    # shown path may stand for two files (one file's checks would vouch for another's
+    # lines), so their matches are left out and the rest kept.
+    ws = os.fsencode(workspace)
+    for name in (b"x\xff", b"x\xfe", "x\ufffd".encode()):
+        _write_bytes_named(os.path.join(ws, name), "needle\n")
+    (workspace / "y.txt").write_text("needle\n")
+    grep = await harness.ok("grep", {"pattern": "needle"})
+    assert grep.value == {"matches": [{"path": "y.txt", "lineNumber": 1, "line": "needle"}]}
+
+
 async def test_hardlinks_can_be_allowed(tmp_path: Path, workspace: Path) -> None:
     (workspace / "a").write_text("one\n")
     os.link(workspace / "a", workspace / "b")

@@ -414,7 +414,13 @@ def test_malformed_json_details(tmp_path: Path) -> None:
         (b"not json", "a line is not JSON"),
         (b"[1]", "a record is not an object"),
         (b'{"type":"match"}', "a match record has no data"),
-        (b'{"type":"match","data":{"path":{"bytes":"eA=="}}}', "a match record has no path text"),
+        (b'{"type":"match","data":{"path":{}}}', "a match record has no path text"),
+        # A name that is not UTF-8 comes as base64 bytes: accepted, then the next field.
+        (b'{"type":"match","data":{"path":{"bytes":"eA=="}}}', "a match record has no line number"),
+        (
+            b'{"type":"match","data":{"path":{"bytes":"e!=="},"line_number":1,"lines":{"text":"x"}}}',
+            "a match record's path bytes are not base64",
+        ),
         (b'{"type":"match","data":{"path":{"text":"a"}}}', "a match record has no line number"),
         (
             b'{"type":"match","data":{"path":{"text":"a"},"line_number":1}}',

@@ -236,21 +236,28 @@ def _line_texts(cfg: ToolsConfig, path: str, wanted: set[int]) -> dict[int, str]
     return found
 
 
-def _confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _confirm_matches(
+    cfg: ToolsConfig, matches: list[dict[str, Any]], on_disk: dict[str, str]
+) -> list[dict[str, Any]]:
     wanted: dict[str, set[int]] = {}
     for match in matches:
         wanted.setdefault(match["path"], set()).add(match["lineNumber"])
-    texts = {path: _line_texts(cfg, path, numbers) for path, numbers in wanted.items()}
+    texts = {
+        path: _line_texts(cfg, on_disk.get(path, path), numbers) for path, numbers in wanted.items()
+    }
     return [m for m in matches if texts[m["path"]].get(m["lineNumber"]) == m["line"]]
 
 
-async def confirm_matches(cfg: ToolsConfig, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def confirm_matches(
+    cfg: ToolsConfig, matches: list[dict[str, Any]], on_disk: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Without Landlock: keep only matches whose line reads the same through a confined fd.
 
     Only content the tool itself read from inside the workspace is returned, whatever
-    ``rg`` was raced into reading.
+    ``rg`` was raced into reading. ``on_disk`` maps a shown path to the file's name when
+    they differ (a name that is not UTF-8).
     """
-    return await anyio.to_thread.run_sync(_confirm_matches, cfg, matches)
+    return await anyio.to_thread.run_sync(_confirm_matches, cfg, matches, on_disk or {})
 
 
 # The size of ``js_json(meta).encode("utf-8")`` without building the str: for the str, int,

@@ -7,6 +7,7 @@ Matches are grouped by file and rendered as ``Line N: text``, at most
 
 from __future__ import annotations
 
+import base64
 import os
 import stat as stat_mod
 from collections.abc import Sequence
@@ -99,7 +100,9 @@ def _diagnose(lines: list[bytes]) -> SearchError:
         if not isinstance(data, dict):
             return _malformed("a match record has no data")
         path = data.get("path")
-        if not isinstance(path, dict) or not isinstance(path.get("text"), str):
+        if not isinstance(path, dict) or not (
+            isinstance(path.get("text"), str) or isinstance(path.get("bytes"), str)
+        ):
             return _malformed("a match record has no path text")
         if not isinstance(data.get("line_number"), int):
             return _malformed("a match record has no line number")
@@ -112,9 +115,37 @@ def _diagnose(lines: list[bytes]) -> SearchError:
 
 
 def parse_matches(target: SearchTarget, stdout: bytes) -> list[dict[str, Any]]:
+    """The match records of ``rg --json`` output, as the tool's value lists them."""
+    return _parse_matches(target, stdout)[0]
+
+
+def _path_of(record_path: _Text) -> tuple[str, str]:
+    """A match's path as shown and as named on disk (they differ for a name that is not
+    UTF-8, which ripgrep reports as base64 ``bytes``: shown with U+FFFD, as ``glob``
+    shows it, and named by its bytes for the checks that open or stat it)."""
+    if record_path.text is not None:
+        return record_path.text, record_path.text
+    if record_path.bytes is None:
+        raise _malformed("a match record has no path text")
+    try:
+        name = base64.b64decode(record_path.bytes, validate=True)
+    except ValueError:
+        raise _malformed("a match record's path bytes are not base64") from None
+    return name.decode("utf-8", "replace"), os.fsdecode(name)
+
+
+def _parse_matches(
+    target: SearchTarget, stdout: bytes
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """``parse_matches`` and, for each shown path, the name on disk the checks use.
+
+    Two names shown alike (``a\\xff`` and ``a\\xfe`` both show as ``a\ufffd``, as does a
+    file really named so) cannot be told apart by what the value shows: their matches
+    are left out, rather than one file's checks vouching for another's lines.
+    """
     lines = [line for line in stdout.split(b"\n") if line]
     if not lines:
-        return []
+        return [], {}
     # Only match records matter. ripgrep writes "type" first in every per-file record, so
     # begin/end records (the bulk of the bytes, with their stats) are skipped undecoded;
     # anything else (the summary, which leads with "data", or a malformed line) is decoded.
@@ -129,14 +160,17 @@ def parse_matches(target: SearchTarget, stdout: bytes) -> list[dict[str, Any]]:
         raise _diagnose(lines) from None
     matches: list[dict[str, Any]] = []
     relative: dict[str, str] = {}
+    on_disk: dict[str, str] = {}  # shown path -> the name the checks open
+    ambiguous: set[str] = set()
     for record in records:
         if record.type != "match":
             continue
         data = record.data
         if data is None:
             raise _diagnose(lines)
-        if data.path is None or data.path.text is None:
+        if data.path is None:
             raise _malformed("a match record has no path text")
+        printed, named = _path_of(data.path)
         if data.line_number is None:
             raise _malformed("a match record has no line number")
         if data.lines is None:
@@ -148,14 +182,18 @@ def parse_matches(target: SearchTarget, stdout: bytes) -> list[dict[str, Any]]:
             line = "(line is not valid UTF-8)"
         elif line.endswith("\n"):
             line = line[:-2] if line.endswith("\r\n") else line[:-1]
-        raw_path = data.path.text
-        path = relative.get(raw_path)
+        path = relative.get(named)  # by the name on disk: one entry per file
         if path is None:
-            path = relative[raw_path] = target.shown(raw_path)
+            path = relative[named] = target.shown(printed)
+            name = path if named is printed else target.shown(named)
+            if on_disk.setdefault(path, name) != name:
+                ambiguous.add(path)
         # Sealed as built: str, an int (a line number fits a float) and str are lossless
         # JSON, so the pipeline's snapshot of the value need not copy 200 dicts again.
         matches.append(sealed({"path": path, "lineNumber": data.line_number, "line": line}))
-    return matches
+    if ambiguous:
+        matches = [m for m in matches if m["path"] not in ambiguous]
+    return matches, on_disk
 
 
 def _preview(line: str, max_bytes: int) -> str:
@@ -227,10 +265,11 @@ _INLINE_STATS = 256
 
 
 def _without_hardlinked(
-    target: SearchTarget, matches: list[dict[str, Any]]
+    target: SearchTarget, matches: list[dict[str, Any]], on_disk: dict[str, str]
 ) -> list[dict[str, Any]]:
     """``matches`` minus those in files with more than one hard link, which may be another
-    name of a file outside the workspace (ripgrep cannot be told to skip them)."""
+    name of a file outside the workspace (ripgrep cannot be told to skip them).
+    ``on_disk`` names each shown path's file (``_parse_matches``)."""
     root = os.open(target.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         verdict: dict[str, bool] = {}
@@ -239,7 +278,8 @@ def _without_hardlinked(
             path = match["path"]
             ok = verdict.get(path)
             if ok is None:
-                rel = path if target.in_workspace else os.path.relpath(path, target.root)
+                name = on_disk.get(path, path)
+                rel = name if target.in_workspace else os.path.relpath(name, target.root)
                 try:
                     st = os.stat(rel, dir_fd=root, follow_symlinks=False)
                     ok = stat_mod.S_ISREG(st.st_mode) and st.st_nlink == 1
@@ -305,17 +345,19 @@ def build_grep(cfg: ToolsConfig) -> ToolDefinition:
         if include is not None:
             argv.append(f"--glob={include}")
         out = await run_search(cfg, ctx, "grep", argv, target)
-        matches = parse_matches(target, out.stdout)
+        matches, on_disk = _parse_matches(target, out.stdout)
         if matches and not confined_by_kernel():
-            matches = await confirm_matches(cfg, matches)
+            matches = await confirm_matches(cfg, matches, on_disk)
         elif matches and not cfg.allow_hardlinks and not target.is_file:
             few = len(matches) <= _INLINE_STATS or (
                 len({m["path"] for m in matches}) <= _INLINE_STATS
             )
             if few:
-                matches = _without_hardlinked(target, matches)
+                matches = _without_hardlinked(target, matches, on_disk)
             else:
-                matches = await anyio.to_thread.run_sync(_without_hardlinked, target, matches)
+                matches = await anyio.to_thread.run_sync(
+                    _without_hardlinked, target, matches, on_disk
+                )
         if len(matches) > cap:
             full = f"{_found(len(matches))}\n\n{_format_groups(_grouped(matches, line_bytes))}"
             await spills.save(ctx, full, "grep-results.txt")
