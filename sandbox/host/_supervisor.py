@@ -538,22 +538,28 @@ class RunSupervisor:
             bridge.send(ResultFrame(id=reply.id, ok=False, message=message))
 
     def _on_done(self, bridge: HostBridge, frame: DoneFrame) -> None:
-        self._finished = True
         error = frame.error
+        # A guest that meters its own compute (QuickJS's interrupt) stops at the budget
+        # before our kill; the budget and the message are ours. Other guests never report
+        # it, so from them it is a forged frame, dropped like any unknown kind.
+        if error is not None and not (
+            error.kind in _GUEST_ERROR_KINDS
+            or error.kind == "output-limit"
+            or (error.kind == "timeout" and self.compute_grace_s > 0)
+        ):
+            bridge.count_drop()
+            return
+        # The worker reported its end (it only waits to be killed now).
+        self._finished = True
         if error is not None:
             if error.kind == "output-limit":
                 self.settle("output-limit", self.ledger.message)
             elif error.kind == "memory":
                 self.settle("memory", self._memory_message())
-            elif error.kind == "timeout" and self.compute_grace_s > 0:
-                # A guest that meters its own compute (QuickJS's interrupt) stops at the
-                # budget before our kill; the budget and the message are ours. Other
-                # guests never report it, so from them it is a forged frame.
+            elif error.kind == "timeout":
                 self.settle("timeout", self._compute_message())
-            elif error.kind in _GUEST_ERROR_KINDS:
-                self.settle(error.kind, sanitize_text(error.message))
             else:
-                bridge.count_drop()
+                self.settle(error.kind, sanitize_text(error.message))
             return
         if frame.value is msgspec.UNSET:
             self.settle("ok")
