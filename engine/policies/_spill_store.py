@@ -108,8 +108,8 @@ class LocalSpillStore:
             raise TypeError(f"spill text must be a str, got {type(text).__name__}")
         data = utf8_bytes(text)
         name = safe_file_name(suggested_name)
-        # Blocking file I/O of any size goes to a worker thread; spills are independent
-        # files, so their relative order does not matter.
+        # A small spill is written here (``_INLINE_WRITE_BYTES``), a bigger one in a
+        # worker thread; spills are independent files, so their order does not matter.
         if len(data) <= _INLINE_WRITE_BYTES:
             return str(self._write(name, data))
         path = await anyio.to_thread.run_sync(self._write, name, data)

@@ -8,16 +8,17 @@ Reading is ``pump(on_frame)``: frames are handed to a synchronous callback
 ``on_frame(frame, size)`` (``size``: the payload's bytes) in arrival order, as they are
 decoded. Values are decoded against ``max_depth`` (``decode_frame``): a value field
 nested deeper arrives as a ``TooDeep`` marker, never built. A *heavy* payload -- above
-``_INLINE_BYTES``, or nested past msgspec's reach -- is decoded, and its
-``args``/``value`` snapshotted (deep-frozen and sealed, so the engine's own snapshot and
-validation of it cost nothing), in a worker thread: a 60 MiB or 10,000-deep frame of
+``_INLINE_BYTES`` (unless it holds few members and at most ``_INLINE_WHOLE_BYTES``: that
+decodes at about memcpy speed, on the loop), or nested past msgspec's reach -- is
+decoded, and its ``args``/``value`` snapshotted (deep-frozen and sealed, so the engine's
+own snapshot and validation of it cost nothing), in a worker thread, with short GIL slices
+meanwhile (``_ShortSlices``): a 60 MiB or 10,000-deep frame of
 program data costs the event loop only the hand-off, and reading pauses meanwhile so
 frames stay in order. At most ``_FRAMES_PER_SLICE`` frames are handed on per loop
 iteration, and for at most ``_SLICE_SECONDS``, so a storm of small calls cannot hold the
-loop either. On asyncio the socket
-stays registered with the loop while frames flow (one readiness callback per burst
-instead of a register/unregister pair per read); other backends use
-``anyio.wait_readable``. Either way a burst is cut into slices so a
+loop either. On asyncio the socket stays registered with the loop while frames flow (one
+readiness callback per burst instead of a register/unregister pair per read); other
+backends use ``anyio.wait_readable``. Either way a burst is cut into slices so a
 flooding worker cannot starve the supervisor's watchdog. Writes try the socket
 directly when no other write is in progress and fall back to a lock otherwise, so a
 frame is never interleaved with another.

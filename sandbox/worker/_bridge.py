@@ -149,10 +149,10 @@ class WorkerLoop(asyncio.SelectorEventLoop):
 
     Building an asyncio loop runs a good deal of Python (weak sets and dictionaries, the
     clock's resolution, the selector, the self-pipe's sockets) whose writes to pages the
-    worker shares with the server cost every worker about half a megabyte of private
-    memory. The server builds this one and never runs it; each worker calls ``renew``
-    once the inherited descriptors are closed, for a selector and a self-pipe of its
-    own.
+    worker shares with the server became private memory in every worker (an idle
+    worker's USS 0.15 MB lower for the Python guest, 0.26 MB for TypeScript, built here).
+    The server builds this one and never runs it; each worker calls ``renew`` once the
+    inherited descriptors are closed, for a selector and a self-pipe of its own.
     """
 
     def __init__(self) -> None:

@@ -176,8 +176,8 @@ def main(config_json: str) -> None:
     notes = list(isolation.notes)
     notes += apply_limits(config.boundary, server=True)
     # What every worker inherits, built once (the TypeScript guest sizes its QuickJS
-    # heap from the run's memory cap less what the server maps): the loop is only for
-    # the build; each worker makes its own.
+    # heap from the run's memory cap less what the server maps): this loop is only for
+    # the build (the workers' own is the never-run ``WorkerLoop`` below).
     loop = asyncio.new_event_loop()
     # Loaded and checked against the protocol here, once: a runtime protocol's
     # ``isinstance`` in each worker took ~0.1 ms and wrote to shared pages.
@@ -189,11 +189,11 @@ def main(config_json: str) -> None:
     # nobody. Nothing after this reads a host file.
     locked = lock_down_server(config.boundary, parent, isolation.private_root)
     notes += locked.notes
+    # Every worker's loop (``WorkerLoop``): built here, never run here.
+    template = WorkerLoop()
     # Freeze without a full collection first: collecting took 10-15 ms of every cold
     # start, and what it would free is shared with the workers, never touched (frozen
     # objects are invisible to their collector) and gone with the server.
-    # Every worker's loop (``WorkerLoop``): built here, never run here.
-    template = WorkerLoop()
     gc.freeze()
     _Server(ctrl, config, modules, template, workdir, null_fd, isolation, locked, notes).serve()
 

@@ -416,9 +416,14 @@ class _Program:
 
     def patched(self, pid: int) -> int:
         """Write ``pid`` into the program; the address to install it from."""
-        for offset in self.slots:
-            struct.pack_into("=I", self.buffer, offset, pid & 0xFFFFFFFF)
+        _patch_pid(self.buffer, self.slots, pid)
         return self.address
+
+
+def _patch_pid(program: Any, slots: tuple[int, ...], pid: int) -> None:
+    """Write ``pid`` into a packed program's pid constants (``_template``'s slots)."""
+    for offset in slots:
+        struct.pack_into("=I", program, offset, pid & 0xFFFFFFFF)
 
 
 @functools.cache
@@ -442,8 +447,7 @@ def packed_filter(pid: int, kind: str = "full") -> bytes:
     ``struct sock_filter`` array, from the template."""
     template, slots = _template(kind)
     raw = bytearray(template)
-    for offset in slots:
-        struct.pack_into("=I", raw, offset, pid & 0xFFFFFFFF)
+    _patch_pid(raw, slots, pid)
     return bytes(raw)
 
 
