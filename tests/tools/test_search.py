@@ -208,11 +208,19 @@ async def test_raw_output_cap(harness: Harness, workspace: Path) -> None:
     )
 
 
+async def _grep_rg(argv: list[str], workspace: Path, signal: Any, *, raw_cap: int = 1000) -> Any:
+    """``run_rg`` as the grep tool calls it, in ``workspace``."""
+    from codemode.tools.search._rg import run_rg
+
+    return await run_rg(
+        argv, cwd=str(workspace), signal=signal, tool="grep", raw_cap=raw_cap, stderr_cap=1000
+    )
+
+
 async def test_abort_kills_ripgrep(workspace: Path) -> None:
     import anyio
 
     from codemode.tools._errors import SearchError
-    from codemode.tools.search._rg import run_rg
 
     controller = AbortController()
     fifo = workspace / "pipe"
@@ -225,14 +233,7 @@ async def test_abort_kills_ripgrep(workspace: Path) -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(abort_soon)
         with anyio.fail_after(5), pytest.raises(SearchError) as caught:
-            await run_rg(
-                ["--no-config", "x", str(fifo)],
-                cwd=str(workspace),
-                signal=controller.signal,
-                tool="grep",
-                raw_cap=1000,
-                stderr_cap=1000,
-            )
+            await _grep_rg(["--no-config", "x", str(fifo)], workspace, controller.signal)
     assert caught.value.code == "SEARCH_ABORTED"
     assert caught.value.message == (
         "grep was aborted before completion (tool timeout or caller cancellation)"
@@ -251,13 +252,11 @@ async def test_run_rg_reads_both_pipes_past_a_pipe_buffer(
         monkeypatch.setattr(_rg, "_pidfd", lambda process: None)  # unpaced, thread wait
     line = "needle " + "x" * 90 + "\n"
     (workspace / "big.txt").write_text(line * 30_000)  # ~2.9 MB: past the grown 1 MiB pipe
-    out = await _rg.run_rg(
+    out = await _grep_rg(
         ["--no-config", "--debug", "--no-line-number", "needle", "big.txt"],
-        cwd=str(workspace),
-        signal=AbortController().signal,
-        tool="grep",
+        workspace,
+        AbortController().signal,
         raw_cap=10_000_000,
-        stderr_cap=1000,
     )
     assert out.exit_code == 0
     assert out.stdout == (line * 30_000).encode()
@@ -266,20 +265,12 @@ async def test_run_rg_reads_both_pipes_past_a_pipe_buffer(
 
 async def test_run_rg_with_an_already_aborted_signal(workspace: Path) -> None:
     from codemode.tools._errors import SearchError
-    from codemode.tools.search._rg import run_rg
 
     (workspace / "a.txt").write_text("needle\n")
     controller = AbortController()
     controller.abort()
     with pytest.raises(SearchError) as caught:
-        await run_rg(
-            ["--no-config", "needle"],
-            cwd=str(workspace),
-            signal=controller.signal,
-            tool="grep",
-            raw_cap=1000,
-            stderr_cap=1000,
-        )
+        await _grep_rg(["--no-config", "needle"], workspace, controller.signal)
     assert caught.value.code == "SEARCH_ABORTED"
 
 
