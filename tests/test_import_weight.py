@@ -49,11 +49,14 @@ def loaded_after(code: str) -> set[str]:
         ),
         ("import codemode.engine", (*SDKS, *RENDERING, *CLI, *PARSERS)),
         ("import codemode.sandbox", (*SDKS, *RENDERING, *CLI, *PARSERS, "anyio")),
-        ("import codemode.tools", (*SDKS, *RENDERING, *CLI, "tree_sitter", "RestrictedPython")),
-        ("import codemode.agent", (*SDKS, *RENDERING, *CLI, "RestrictedPython")),
+        (
+            "import codemode.tools",
+            (*SDKS, *RENDERING, *CLI, "tree_sitter", "RestrictedPython", "yaml"),
+        ),
+        ("import codemode.agent", (*SDKS, *RENDERING, *CLI, "RestrictedPython", "yaml")),
         # The whole CLI application: the model and MCP SDKs load only in the commands that
         # talk to a model or serve MCP, Markdown and highlighting only when shown.
-        ("import codemode.cli._app", (*SDKS, *RENDERING)),
+        ("import codemode.cli._app", (*SDKS, *RENDERING, "yaml")),
         # The console script answers --version before the application loads.
         (
             "import sys; sys.argv = ['codemode', '--version']\n"

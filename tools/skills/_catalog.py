@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-import yaml
 
 from .._errors import SkillError
 
@@ -160,6 +159,9 @@ def _parse(text: str, folder_name: str) -> tuple[dict[str, Any], str]:
     end = next((i for i in range(1, len(lines)) if _CLOSE.match(lines[i])), None)
     if end is None:
         raise _Refused("SKILL.md's front matter is not closed (---)")
+    # Imported here: most sessions read no SKILL.md, and PyYAML costs ~18 ms to import.
+    import yaml
+
     try:
         # safe_load: front matter is data; no tags that construct objects.
         meta = yaml.safe_load("\n".join(lines[1:end]))
