@@ -16,7 +16,6 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -174,6 +173,9 @@ def _install_exit_signals() -> None:
 
 def _version(value: bool) -> None:
     if value:
+        # Imported here: importlib.metadata costs ~25 ms, paid by every command otherwise.
+        from importlib import metadata
+
         try:
             version = metadata.version("codemode")
         except metadata.PackageNotFoundError:

@@ -17,12 +17,10 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
-import importlib.metadata
 import os
 import re
 import signal as signal_mod
 import subprocess
-import sysconfig
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -45,6 +43,10 @@ _T = TypeVar("_T")
 @cache
 def rg_executable() -> str:
     """Absolute path of the wheel's ``rg`` binary (raises ``FileNotFoundError`` if absent)."""
+    # Imported here, on the first search: importlib.metadata costs ~10 ms at start-up.
+    import importlib.metadata
+    import sysconfig
+
     try:
         files = importlib.metadata.files("ripgrep") or []
     except importlib.metadata.PackageNotFoundError:
