@@ -59,7 +59,11 @@ class RuntimeProcesses(msgspec.Struct, frozen=True, kw_only=True):
 class ProcessRuntime:
     """A ``CodeRuntime`` whose programs run in pooled, locked-down worker processes.
 
-    Use as an async context manager; ``run`` is valid only inside it.
+    Use as an async context manager; ``run`` is valid only inside it. Entering starts
+    the fork server and waits for it (a server that cannot start raises there); with
+    ``start_in_background=True`` entering returns at once, the server and the first
+    workers start behind it, the first run waits for them, and a server that cannot
+    start fails that run (``worker-exit``) instead.
     """
 
     language: ClassVar[str] = ""
@@ -71,9 +75,18 @@ class ProcessRuntime:
     _compute_grace_s: ClassVar[float] = 0.0
 
     def __init__(
-        self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
+        self,
+        limits: Limits | None = None,
+        *,
+        start_in_background: bool = False,
+        _guests: dict[str, str] | None = None,
     ) -> None:
         self.limits = limits if limits is not None else Limits()
+        # Entering returns before the fork server is up (it and the first workers start
+        # in the background; the first run waits for them, and a server that cannot
+        # start fails that run): for a host with other start-up work to overlap, such as
+        # the agent's first model request.
+        self._start_in_background = start_in_background
         self._guests = dict(_guests) if _guests is not None else dict(self.guest_modules)
         self._pool: WorkerPool | None = None
         self._runs: set[RunSupervisor] = set()
@@ -110,6 +123,7 @@ class ProcessRuntime:
             guests=self._guests,
             preload=sorted(set(self._guests.values())),
             warm_options=self._warm_options(),
+            start_in_background=self._start_in_background,
         )
         await pool.__aenter__()
         self._pool = pool
@@ -224,9 +238,13 @@ class PythonRuntime(ProcessRuntime):
     guest_modules: ClassVar[dict[str, str]] = {"python": "codemode.sandbox.python._guest"}
 
     def __init__(
-        self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
+        self,
+        limits: Limits | None = None,
+        *,
+        start_in_background: bool = False,
+        _guests: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(limits, _guests=_guests)
+        super().__init__(limits, start_in_background=start_in_background, _guests=_guests)
 
     async def __aenter__(self) -> PythonRuntime:
         await super().__aenter__()

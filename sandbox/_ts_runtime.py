@@ -51,9 +51,13 @@ class TypeScriptRuntime(ProcessRuntime):
     _compute_grace_s: ClassVar[float] = 0.25
 
     def __init__(
-        self, limits: Limits | None = None, *, _guests: dict[str, str] | None = None
+        self,
+        limits: Limits | None = None,
+        *,
+        start_in_background: bool = False,
+        _guests: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(limits, _guests=_guests)
+        super().__init__(limits, start_in_background=start_in_background, _guests=_guests)
         # The worker builds its QuickJS limits from these (``TsGuestOptions``); the same
         # options travel in every ``run`` frame, so a worker prepared with other options
         # builds a fresh context instead.

@@ -137,8 +137,10 @@ class WorkerPool:
         guests: dict[str, str],
         preload: list[str],
         warm_options: dict[str, dict[str, Any]] | None = None,
+        start_in_background: bool = False,
     ) -> None:
         self._size = size
+        self._start_in_background = start_in_background
         self._warm_options = warm_options
         self._boundary = boundary
         self._frame_bytes = frame_bytes
@@ -165,7 +167,8 @@ class WorkerPool:
         self._tg = await stack.enter_async_context(anyio.create_task_group())
         self._stack = stack
         try:
-            await self._ensure_server()
+            if not self._start_in_background:
+                await self._ensure_server()
         except BaseException:
             self._tg.cancel_scope.cancel()
             await stack.aclose()
@@ -231,8 +234,11 @@ class WorkerPool:
             # rather than fork a third beside them (on two cores that slows them all),
             # unless it takes longer than a set-up should. Later, back-to-back runs do
             # better forking their own: the extra set-ups run beside the refills and
-            # keep more spares coming (p50 1.8-2.1 ms against 2.9-3.2 waiting).
-            with anyio.move_on_after(_ARRIVAL_WAIT):
+            # keep more spares coming (p50 1.8-2.1 ms against 2.9-3.2 waiting). While a
+            # server started in the background is still coming up, a cold spawn would
+            # only queue behind it: wait for the first worker (or its failure) instead.
+            starting = self._server is None or not self._server.alive
+            with anyio.move_on_after(None if starting else _ARRIVAL_WAIT):
                 await self._arrived.wait()
             if self._idle:
                 return await self.checkout()

@@ -11,6 +11,7 @@ import pytest
 from sandbox_helpers import err, make_runner, ok, threads_started_since
 
 from codemode.sandbox import Limits, PythonRuntime
+from codemode.sandbox.host._forkserver_client import ForkServerError
 
 pytestmark = pytest.mark.anyio
 
@@ -250,3 +251,43 @@ async def test_a_server_start_cancelled_at_any_step_leaves_no_descriptor_or_proc
     assert client._sock is None
     assert open_fds() <= before_fds
     assert child_pids() <= before_children
+
+
+@pytest.mark.parametrize("runtime_class", ["python", "typescript"])
+async def test_a_runtime_started_in_the_background_is_entered_before_its_server_is_up(
+    runtime_class: str,
+) -> None:
+    # ``start_in_background``: entering returns at once (the host overlaps the fork
+    # server's start with its own work); the first run waits for the first worker
+    # instead of forking another beside it, and nothing is started twice.
+    from codemode.sandbox import TypeScriptRuntime
+
+    cls = PythonRuntime if runtime_class == "python" else TypeScriptRuntime
+    program = "return 7"
+    async with cls(Limits(pool_size=1), start_in_background=True) as rt:
+        # No await since entering: the server is not up yet.
+        assert rt.processes().server_pid == 0
+        assert rt.stats.pool.server_starts == 0
+        run = make_runner(rt)
+        with anyio.fail_after(30):
+            assert ok(await run(program)) == 7
+        stats = rt.stats.pool
+        assert (stats.server_starts, stats.warm_checkouts, stats.cold_checkouts) == (1, 1, 0)
+    async with cls(Limits(pool_size=1)) as rt:
+        # The default: entering waits for the server.
+        assert rt.processes().server_pid != 0
+
+
+async def test_a_server_that_cannot_start_in_the_background_fails_the_first_run() -> None:
+    # The failure a default runtime raises on entering reaches the first run instead: a
+    # failed run saying so, not a run waiting forever.
+    guests = {"python": "codemode.sandbox.no_such_guest_module"}
+    with pytest.raises(ForkServerError, match="failed to start"):
+        async with PythonRuntime(Limits(pool_size=1), _guests=guests):
+            pass
+    async with PythonRuntime(Limits(pool_size=1), start_in_background=True, _guests=guests) as rt:
+        with anyio.fail_after(30):
+            result = await make_runner(rt)("return 1")
+        assert err(result, "worker-exit") == (
+            "worker could not be started: sandbox fork server failed to start"
+        )
