@@ -7,8 +7,10 @@ the agent), which ``codemode --version`` does not need.
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from ._app import app as app
@@ -30,7 +32,39 @@ def main() -> None:
         return
     from ._app import main as app_main
 
-    app_main()
+    try:
+        app_main()
+    except SystemExit as stop:
+        if stop.code is not None and not isinstance(stop.code, int):
+            raise  # a message to print: the interpreter's own exit prints it
+        _leave(stop.code or 0)
+    _leave(0)
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process as the interpreter would, without its teardown.
+
+    A command is done when it returns: every file, session log, worker and server is
+    closed by then. What the interpreter would still do is wait for non-daemon threads,
+    run the ``atexit`` handlers, flush the standard streams, then tear every module and
+    object down one by one: 70-170 ms after ``codemode agent`` has answered (measured),
+    for nothing the user can see. This does the first three and skips the last; with a
+    non-daemon thread still running (or a stream that cannot be flushed) it leaves the
+    ordinary way, so the thread is waited for and the error reported as usual.
+    """
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code)
 
 
 def __getattr__(name: str) -> Any:
