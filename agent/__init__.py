@@ -3,9 +3,9 @@
 Built only on the public API of ``codemode.engine``, ``codemode.sandbox`` and
 ``codemode.tools``, the way any embedder would use them.
 
-Layout: ``_model`` (``ModelClient``: streamed OpenAI-compatible Chat Completions through
-the official ``openai`` SDK, tool-call deltas assembled by index, usage, our own retry
-policy, cancellation), ``_loop`` (``Agent``: the turn loop over a ``ToolRuntime`` in
+Layout: ``_model`` (``ModelClient``: streamed OpenAI-compatible Chat Completions, our own
+client on ``httpx`` with its own Server-Sent Events parsing, tool-call deltas assembled by
+index, usage, a retry policy, cancellation), ``_loop`` (``Agent``: the turn loop over a ``ToolRuntime`` in
 native, code or both mode, with deferred contexts, ``concludeTurn``, a step limit and an
 abort signal; continuation sources that start turns on their own; ``agent_for(scope)``),
 ``_session`` (the ``agent/*`` events in the ``SessionLog``, ``SessionInfo``, rebuilding a
@@ -24,12 +24,13 @@ Embedding::
         agent.resume()                      # continue what the file holds (optional)
         outcome = await agent.run_turn("fix the failing test", signal=controller.signal)
 
-The ``openai`` package is the ``agent`` extra (``pip install 'codemode[agent]'``); this
-package imports without it and says so when a client is opened.
+No model SDK is needed: the client speaks the wire protocol over ``httpx`` (a core
+dependency). The ``agent`` extra (``pip install 'codemode[agent]'``) now only adds
+``tzdata`` (IANA time zones for schedules where the system has no zoneinfo database).
 
 Running ``codemode agent`` against a real endpoint (the key is read from the environment
 variable ``--api-key-env`` names, ``OPENAI_API_KEY`` by default, and never printed; with the
-default unset a placeholder key is sent, which keyless local servers ignore)::
+default unset no ``Authorization`` header is sent, as keyless local servers expect)::
 
     # OpenAI
     codemode agent "summarise README.md" -w . --model gpt-4.1-mini

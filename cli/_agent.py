@@ -51,7 +51,6 @@ from rich.markup import escape
 from rich.status import Status
 
 from codemode.agent import (
-    INSTALL_HINT,
     Agent,
     AgentEvent,
     ModelClient,
@@ -676,7 +675,7 @@ def agent_command(
             "--api-key-env",
             metavar="NAME",
             help="Environment variable holding the API key (default OPENAI_API_KEY; when "
-            "that is unset, a placeholder is sent: local servers need no key).",
+            "that is unset, no key is sent: local servers need none).",
         ),
     ] = None,
     max_steps: Annotated[
@@ -757,10 +756,6 @@ def agent_command(
             "key (for a server without keys, leave --api-key-env out)"
         )
     key_source = f"the key in ${key_name}" if key is not None else f"${key_name} (not set)"
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        raise _usage(INSTALL_HINT) from None
     folder = _session_folder(ws)
     if resume is not None:
         resume = _resolve_resume(resume, folder)

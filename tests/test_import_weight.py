@@ -2,7 +2,8 @@
 target 8: start-up). Deterministic: ``sys.modules`` of a fresh interpreter, no timing.
 
 A heavy module here is one that costs a noticeable part of a start-up (``python -X
-importtime``): the model SDK (openai ~240 ms, with pydantic and httpx), the MCP SDK, rich's
+importtime``): the model SDK (openai ~240 ms, with pydantic and httpx: the agent's own model
+client needs httpx alone, and only once a client is opened), the MCP SDK, rich's
 Markdown and syntax highlighting (markdown-it, pygments), the CLI framework (typer, click,
 rich), tree-sitter and PyYAML. Each loads where it is used, on first use."""
 
@@ -54,6 +55,17 @@ def loaded_after(code: str) -> set[str]:
             (*SDKS, *RENDERING, *CLI, "tree_sitter", "RestrictedPython", "yaml"),
         ),
         ("import codemode.agent", (*SDKS, *RENDERING, *CLI, "RestrictedPython", "yaml")),
+        # An opened model client: httpx (which brings its own CLI's click, rich and pygments
+        # when they are installed), never the openai SDK or pydantic.
+        (
+            "import anyio\n"
+            "from codemode.agent import ModelClient, ModelConfig\n"
+            "async def main():\n"
+            "    async with ModelClient(ModelConfig('http://127.0.0.1:9/v1', 'm')):\n"
+            "        pass\n"
+            "anyio.run(main)",
+            ("openai", "pydantic"),
+        ),
         # The whole CLI application: the model and MCP SDKs load only in the commands that
         # talk to a model or serve MCP, Markdown and highlighting only when shown.
         ("import codemode.cli._app", (*SDKS, *RENDERING, "yaml")),
@@ -65,7 +77,16 @@ def loaded_after(code: str) -> set[str]:
             (*SDKS, *RENDERING, *CLI, *PARSERS, "codemode.cli._app", "codemode.engine"),
         ),
     ],
-    ids=["codemode", "engine", "sandbox", "tools", "agent", "cli-app", "cli-version"],
+    ids=[
+        "codemode",
+        "engine",
+        "sandbox",
+        "tools",
+        "agent",
+        "agent-client",
+        "cli-app",
+        "cli-version",
+    ],
 )
 def test_heavy_modules_are_not_imported(statement: str, absent: tuple[str, ...]) -> None:
     modules = loaded_after(statement)

@@ -2,7 +2,7 @@
 
 ``agent_tree(server, tmp_path, *tools)`` yields a ``Tree``: a root ``Agent`` over a native
 ``ToolRuntime`` holding the default tools bound to ``tmp_path/"ws"`` plus ``tools``,
-talking to the loopback model ``server`` through the real openai client, its session in
+talking to the loopback model ``server`` through the real model client, its session in
 ``tmp_path/"sessions"/"root.db"``, with the subagent service entered (children's
 sessions in the same folder, background jobs in a ``JobManager``).
 """

@@ -12,6 +12,9 @@ request takes the next entry, one of
 * ``Hold(text=[...])``: streams the text pieces, then holds the stream open until the
   client goes away (then ``dropped`` is set) or ``release()`` (``holding`` is set once it
   holds);
+* ``Raw(pieces, ...)``: a hand-written answer for the client's edge cases: the status,
+  headers and body ``pieces`` written one by one (a pause between, no Nagle delay), optionally
+  with chunked framing that ``truncate`` breaks off (a server dying mid-stream);
 * a callable ``(request body) -> entry``: the reply is made from the request (a model
   naming an id it was told earlier).
 
@@ -28,7 +31,10 @@ main script.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,12 +75,31 @@ class Hold:
     text: Sequence[str] = ("working",)
 
 
+@dataclass(frozen=True)
+class Raw:
+    """An answer written by hand: ``status``, ``headers`` and the body's ``pieces``, each
+    written and flushed on its own, ``pause`` seconds apart (so they reach the client as
+    separate reads, split wherever the test split them). ``chunked`` frames the pieces with
+    chunked transfer encoding; ``truncate`` then closes the connection without the final
+    chunk, which the client sees as a broken body. Without ``chunked`` the body ends when
+    the connection closes."""
+
+    pieces: Sequence[bytes]
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/event-stream"),)
+    pause: float = 0.01
+    chunked: bool = False
+    truncate: bool = False
+
+
 @dataclass
 class Recorded:
     """One request the server got."""
 
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    # The request target as sent (``/v1/chat/completions``, or a proxy's absolute URL).
+    path: str = ""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -82,7 +107,7 @@ class Recorded:
         return list(self.body.get("messages") or [])
 
 
-Entry = Reply | Status | Hold | Callable[[dict[str, Any]], "Reply | Status | Hold"]
+Entry = Reply | Status | Hold | Raw | Callable[[dict[str, Any]], "Reply | Status | Hold | Raw"]
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -163,7 +188,7 @@ class ModelServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with outer._lock:
                     outer.requests.append(
-                        Recorded(body, {k.lower(): v for k, v in self.headers.items()})
+                        Recorded(body, {k.lower(): v for k, v in self.headers.items()}, self.path)
                     )
                     queue = outer._queue_for(body)
                     entry = queue.pop(0) if queue else None
@@ -178,6 +203,8 @@ class ModelServer:
                     self._error(entry.code, entry.message, entry.retry_after)
                 elif isinstance(entry, Hold):
                     self._hold(entry)
+                elif isinstance(entry, Raw):
+                    self._raw(entry)
                 else:
                     self._stream(_reply_chunks(entry))
 
@@ -209,19 +236,55 @@ class ModelServer:
                     self._send(json.dumps(chunk))
                 self._send("[DONE]")
 
+            def _raw(self, entry: Raw) -> None:
+                # Each piece its own TCP segment: the client's reads split where the test did.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.send_response(entry.status)
+                for name, value in entry.headers:
+                    self.send_header(name, value)
+                if entry.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for piece in entry.pieces:
+                        time.sleep(entry.pause)
+                        framed = b"%x\r\n%s\r\n" % (len(piece), piece) if entry.chunked else piece
+                        self.wfile.write(framed)
+                        self.wfile.flush()
+                    if entry.chunked and not entry.truncate:
+                        self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    outer.dropped.set()
+
             def _hold(self, entry: Hold) -> None:
                 self._start_stream()
                 self._send(json.dumps(_chunk({"role": "assistant", "content": ""})))
                 for piece in entry.text:
                     self._send(json.dumps(_chunk({"content": piece})))
                 outer.holding.set()
-                # Until released; a keep-alive comment every 50 ms notices a closed client.
+                # Until released, with a keep-alive comment every 50 ms. A client that closes
+                # the response is noticed within 10 ms, by its end of stream arriving (a
+                # failed write would take two keep-alives): tests look right after the
+                # client's process exits, which would close it too.
                 try:
-                    while not outer._release.wait(0.05):
-                        self.wfile.write(b": keep-alive\n\n")
-                        self.wfile.flush()
+                    ticks = 0
+                    while not outer._release.wait(0.01):
+                        if self._client_gone():
+                            outer.dropped.set()
+                            return
+                        ticks += 1
+                        if ticks % 5 == 0:
+                            self.wfile.write(b": keep-alive\n\n")
+                            self.wfile.flush()
                 except OSError:
                     outer.dropped.set()
+
+            def _client_gone(self) -> bool:
+                # The request was read whole: the socket turns readable only at its end.
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -1,4 +1,4 @@
-"""The agent loop over the real openai client and a scripted loopback model server."""
+"""The agent loop over the real model client and a scripted loopback model server."""
 
 from __future__ import annotations
 
@@ -593,29 +593,54 @@ async def test_turn_hooks_and_injected_messages(workspace: Path, tmp_path: Path)
     ] == ["hello", None]
 
 
-def test_the_package_imports_without_openai(tmp_path: Path) -> None:
+def test_a_whole_turn_runs_without_openai(workspace: Path, tmp_path: Path) -> None:
+    """The client is our own: with ``openai`` unimportable a turn streams a tool call and
+    an answer, and neither the SDK nor pydantic is ever loaded."""
     import subprocess
     import sys
 
+    script = [
+        Reply(calls=[Call("r1", "read", ['{"file_path": "notes.txt"}'])]),
+        Reply(text=["read ", "it"]),
+    ]
     probe = (
         "import sys; sys.modules['openai'] = None\n"
         "import anyio\n"
-        "from codemode.agent import ModelClient, ModelConfig, ModelError\n"
-        "async def main():\n"
-        "    try:\n"
-        "        async with ModelClient(ModelConfig('http://127.0.0.1:9/v1', 'm')):\n"
-        "            pass\n"
-        "    except ModelError as exc:\n"
-        "        print(exc.code, exc)\n"
-        "anyio.run(main)\n"
+        "from pathlib import Path\n"
+        "from codemode.agent import Agent, ModelClient, ModelConfig\n"
+        "from codemode.engine import SqliteSessionLog, ToolRuntime\n"
+        "from codemode.tools import default_tools\n"
+        "async def main(url, ws, out, db):\n"
+        "    rt = ToolRuntime(mode='native')\n"
+        "    for tool in default_tools(Path(ws), output_dir=Path(out)):\n"
+        "        rt.register(tool)\n"
+        "    with SqliteSessionLog(Path(db)) as log:\n"
+        "        async with ModelClient(ModelConfig(url, 'scripted'), api_key='k') as client:\n"
+        "            agent = Agent(rt, rt.scope('agent', session=log), client)\n"
+        "            outcome = await agent.run_turn('read notes.txt')\n"
+        "    print(outcome.reason, repr(outcome.text))\n"
+        "    print(sys.modules['openai'], 'pydantic' in sys.modules)\n"
+        "anyio.run(main, *sys.argv[1:])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=50
-    ).stdout
-    assert (
-        out.strip()
-        == "MODEL_NOT_INSTALLED the agent needs the openai package: pip install 'codemode[agent]'"
-    )
+    with ModelServer(script) as server:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                probe,
+                server.base_url,
+                str(workspace),
+                str(tmp_path / "out"),
+                str(tmp_path / "s.db"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=50,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["done 'read it'", "None False"]
+    assert len(server.requests) == 2
+    assert "2: beta" in _tool_messages(server.requests[1])[0]["content"]
 
 
 async def test_parallel_safe_siblings_overlap(workspace: Path, tmp_path: Path) -> None:
@@ -653,15 +678,13 @@ async def test_parallel_safe_siblings_overlap(workspace: Path, tmp_path: Path) -
 
 
 def test_tool_call_deltas_without_index_split_on_a_new_id() -> None:
-    from types import SimpleNamespace as NS
-
     from codemode.agent._model import _Assembly
 
     parts = _Assembly()
     for delta in [
-        NS(index=None, id="a", function=NS(name="read", arguments='{"x"')),
-        NS(index=None, id=None, function=NS(name=None, arguments=": 1}")),
-        NS(index=None, id="b", function=NS(name="glob", arguments="{}")),
+        {"index": None, "id": "a", "function": {"name": "read", "arguments": '{"x"'}},
+        {"function": {"arguments": ": 1}"}},
+        {"id": "b", "function": {"name": "glob", "arguments": "{}"}},
     ]:
         parts.feed(delta)
     calls = parts.result("1")

@@ -1,4 +1,4 @@
-"""Schedule tools over a real agent: the openai client against the loopback model server,
+"""Schedule tools over a real agent: the real model client against the loopback model server,
 real SQLite session files, an injected wall clock (no sleeping)."""
 
 from __future__ import annotations

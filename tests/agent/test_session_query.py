@@ -1,6 +1,6 @@
 """The session-query tools over a real SessionStore, called by real agents.
 
-Sessions are made by ``Agent``s talking to the scripted loopback model server (real openai
+Sessions are made by ``Agent``s talking to the scripted loopback model server (the real model
 client, real SQLite session files); the querying agent calls the tools the way a model
 does, and the tests read what the tool returned. Where exact times matter (time filters),
 a session file is written with ``SqliteSessionLog`` in the agent's own event shapes with

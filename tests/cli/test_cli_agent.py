@@ -1,4 +1,4 @@
-"""``codemode agent`` end to end: a real process, the real openai client, a scripted model
+"""``codemode agent`` end to end: a real process, the real model client, a scripted model
 server on loopback (tests/agent/model_server.py), real tools and sandboxes."""
 
 from __future__ import annotations
@@ -491,33 +491,32 @@ def test_default_session_file_is_private_and_named(ws: Path, tmp_path: Path) -> 
     assert list(planted.iterdir()) == [] and server.requests == []
 
 
-def test_without_openai_the_command_says_what_to_install(ws: Path, tmp_path: Path) -> None:
-    argv = [
-        "codemode",
-        "agent",
-        "x",
-        "-w",
-        str(ws),
-        "--model",
-        "m",
-        "--session",
-        str(tmp_path / "s.db"),
+def test_a_whole_turn_runs_without_openai(ws: Path, tmp_path: Path) -> None:
+    """The agent's model client is its own: with ``openai`` unimportable the command runs a
+    turn (a tool call, then the answer), and neither the SDK nor pydantic is ever loaded."""
+    script = [
+        Reply(calls=[Call("r1", "read", ['{"file_path": "notes.txt"}'])]),
+        Reply(text=["read ", "it"]),
     ]
-    probe = (
-        "import sys; sys.modules['openai'] = None\n"
-        f"sys.argv = {argv!r}\n"
-        "from codemode.cli import main\n"
-        "main()\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env=_env(OPENAI_API_KEY="k"),
-        timeout=_WAIT_S,
-    )
-    assert proc.returncode == 2
-    assert "pip install 'codemode[agent]'" in proc.stderr
+    with ModelServer(script) as server:
+        argv = _argv(server, ws, "read notes.txt", "--json", "--session", str(tmp_path / "s.db"))
+        probe = (
+            "import atexit, sys; sys.modules['openai'] = None\n"
+            "atexit.register(lambda: print('pydantic loaded:', 'pydantic' in sys.modules,"
+            " file=sys.stderr))\n"
+            f"sys.argv = {['codemode', *argv[3:]]!r}\n"
+            "from codemode.cli import main\n"
+            "main()\n"
+        )
+        proc = _run([sys.executable, "-c", probe])
+    assert proc.returncode == 0, proc.stderr
+    events = _events(proc.stdout)
+    assert [e["name"] for e in events if e["type"] == "tool-call"] == ["read"]
+    assert "".join(e["delta"] for e in events if e["type"] == "text") == "read it"
+    assert events[-1]["type"] == "turn-end" and events[-1]["reason"] == "done"
+    assert len(server.requests) == 2
+    assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    assert proc.stderr.splitlines()[-1] == "pydantic loaded: False"
 
 
 def test_both_mode_native_call_then_a_python_program(ws: Path, tmp_path: Path) -> None:
