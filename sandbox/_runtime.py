@@ -73,6 +73,9 @@ class ProcessRuntime:
     # Extra CPU the supervisor allows past ``max_compute_ms`` before killing: for guests that
     # stop themselves at the budget (see ``_supervisor``).
     _compute_grace_s: ClassVar[float] = 0.0
+    # Whether spares fault in the pages earlier runs wrote (``host/_prefault``): off
+    # where the idle worker's private memory cannot afford it.
+    _learn_prefault: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -124,6 +127,7 @@ class ProcessRuntime:
             preload=sorted(set(self._guests.values())),
             warm_options=self._warm_options(),
             start_in_background=self._start_in_background,
+            learn_prefault=self._learn_prefault,
         )
         await pool.__aenter__()
         self._pool = pool

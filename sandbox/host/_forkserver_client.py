@@ -29,6 +29,7 @@ from ..worker._boundary import BoundarySpec
 from ..worker._forkserver import Exited, Forked, ForkFailed, ForkRequest, Hello, ServerConfig
 from ..worker._frames import FrameBuffer, encode_frame
 from . import _memory
+from ._prefault import PrefaultLearner
 
 __all__ = ["ExitBox", "ForkServerClient", "ForkServerError", "worker_interpreter"]
 
@@ -196,6 +197,8 @@ class ForkServerClient:
         self.pid = 0
         self.notes: list[str] = []
         self.on_dead: Callable[[], None] | None = None
+        # What its workers fault in while idle, as the pool learns it (``_prefault``).
+        self.learner: PrefaultLearner | None = None
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Spawn the server, wait for ``hello`` and start the reader in ``task_group``."""
@@ -248,8 +251,13 @@ class ForkServerClient:
             raise ForkServerError("sandbox fork server failed to start")
         task_group.start_soon(self._reader)
 
-    async def fork(self, max_frame_bytes: int) -> tuple[int, socket.socket]:
-        """Fork a worker; return its pid and the host end of its bridge socket."""
+    async def fork(
+        self, max_frame_bytes: int, prefault: list[tuple[int, int]] | None = None
+    ) -> tuple[int, socket.socket]:
+        """Fork a worker; return its pid and the host end of its bridge socket.
+
+        ``prefault``: page ranges this worker and every later one fault in while idle
+        (``host/_prefault``); None keeps what the server was last sent."""
         if not self.alive or self._sock is None:
             raise ForkServerError("sandbox fork server is not running")
         host, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -258,7 +266,7 @@ class ForkServerClient:
         seq = self._seq
         pending = self._pending[seq] = _Pending()
         try:
-            frame = ForkRequest(seq=seq, max_frame_bytes=max_frame_bytes)
+            frame = ForkRequest(seq=seq, max_frame_bytes=max_frame_bytes, prefault=prefault)
             await self._send(encode_frame(frame), worker.fileno())
             worker.close()
             await pending.event.wait()

@@ -29,6 +29,7 @@ from ..worker._boundary import BoundarySpec
 from ..worker._frames import FrameBuffer, ReadyFrame
 from . import _memory
 from ._forkserver_client import ExitBox, ForkServerClient, ForkServerError
+from ._prefault import PrefaultLearner
 
 __all__ = ["PoolStats", "Worker", "WorkerPool", "cpu_ns"]
 
@@ -53,7 +54,17 @@ class PoolStats(msgspec.Struct, kw_only=True):
 class Worker:
     """A forked worker: pid, the host end of its bridge, and its exit report."""
 
-    __slots__ = ("buffer", "cpu_ns", "exit", "killed", "notes", "pid", "pidfd", "sock")
+    __slots__ = (
+        "buffer",
+        "cpu_ns",
+        "exit",
+        "killed",
+        "learner",
+        "notes",
+        "pid",
+        "pidfd",
+        "sock",
+    )
 
     def __init__(self, pid: int, sock: socket.socket, exit_box: ExitBox, frame_bytes: int):
         self.pid = pid
@@ -66,6 +77,8 @@ class Worker:
         # read here, off the run's path. An idle worker blocks on its socket, so nothing
         # runs between the two (and anything that did would count against the run).
         self.cpu_ns: int | None = None
+        # Its fork server's (``host/_prefault``): shown the worker after a normal run.
+        self.learner: PrefaultLearner | None = None
         self.pidfd: int | None = None
         #: SIGKILL was sent (irrevocable: another one is only cost, ~35 µs of signal
         #: delivery each on this kind of VM).
@@ -138,8 +151,10 @@ class WorkerPool:
         preload: list[str],
         warm_options: dict[str, dict[str, Any]] | None = None,
         start_in_background: bool = False,
+        learn_prefault: bool = False,
     ) -> None:
         self._size = size
+        self._learn_prefault = learn_prefault
         self._start_in_background = start_in_background
         self._warm_options = warm_options
         self._boundary = boundary
@@ -246,8 +261,14 @@ class WorkerPool:
         self.stats.cold_checkouts += 1
         return await self._spawn()
 
-    def release(self, worker: Worker) -> None:
-        """A checked-out worker's run is over: kill it, free its descriptors, refill."""
+    def release(self, worker: Worker, finished: bool = False) -> None:
+        """A checked-out worker's run is over: kill it, free its descriptors, refill.
+
+        ``finished``: the run ended normally (``done``); while its server's pre-fault is
+        still being learned, the worker's written pages are read first."""
+        learner = worker.learner
+        if finished and learner is not None and learner.learning and not worker.killed:
+            learner.learn(worker.pid)
         worker.kill()
         worker.close()
         self.run_ended()
@@ -282,6 +303,8 @@ class WorkerPool:
                 warm_options=self._warm_options,
             )
             server.on_dead = lambda: self._want.set()
+            # Learned anew for each server: its workers' layout is its own.
+            server.learner = PrefaultLearner() if self._learn_prefault else None
             await server.start(self._tg)
             self._server = server
             self.stats.server_starts += 1
@@ -291,9 +314,13 @@ class WorkerPool:
 
     async def _spawn(self) -> Worker:
         server = await self._ensure_server()
-        pid, sock = await server.fork(self._frame_bytes)
+        learner = server.learner
+        pid, sock = await server.fork(
+            self._frame_bytes, learner.take() if learner is not None else None
+        )
         box = server.exits.get(pid) or ExitBox()
         worker = Worker(pid, sock, box, self._frame_bytes)
+        worker.learner = learner
         try:
             with anyio.fail_after(_READY_TIMEOUT):
                 ready = await self._read_ready(worker)

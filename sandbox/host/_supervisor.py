@@ -237,7 +237,7 @@ class RunSupervisor:
                     # (~25 µs here, at times far more) the caller need not wait for, and
                     # the worker only lingers meanwhile (nothing it sends is read). Any
                     # other ending (a limit, an abort, a crash) kills it at once.
-                    self._loop.call_soon(pool.release, self.worker)
+                    self._loop.call_soon(pool.release, self.worker, True)
                 else:
                     pool.release(self.worker)
             if self.bridge is not None:

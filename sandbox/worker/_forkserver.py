@@ -9,8 +9,9 @@ the GC so forked workers share its pages, and then serves a control socket:
 
 ::
 
-    host -> server   fork{seq, boundary, maxFrameBytes}  + one fd (SCM_RIGHTS): the
-                     worker's end of a fresh socketpair
+    host -> server   fork{seq, maxFrameBytes, prefault?}  + one fd (SCM_RIGHTS): the
+                     worker's end of a fresh socketpair (``prefault``: page ranges
+                     this and later workers fault in while idle)
     server -> host   hello{pid, notes}       once, when ready
                      forked{seq, pid} | fork-failed{seq, message}
                      exited{pid, status, maxrssKb}   for every reaped worker
@@ -109,6 +110,9 @@ class ForkRequest(msgspec.Struct, frozen=True, tag="fork", tag_field="type", ren
 
     seq: int
     max_frame_bytes: int
+    # Page ranges (start address, page count) every worker forked from now on faults in
+    # while it idles (``_main.populate``); None keeps the last ones sent, [] drops them.
+    prefault: list[tuple[int, int]] | None = None
 
 
 class Hello(msgspec.Struct, frozen=True, tag="hello", tag_field="type", rename="camel"):
@@ -229,6 +233,7 @@ class _Server:
         self.fds: list[int] = []
         self.buffer = FrameBuffer(_CONTROL_FRAME_BYTES)
         self.decoder = msgspec.json.Decoder(ForkRequest)
+        self.prefault: list[tuple[int, int]] = []
         # Only while the server has no thread but its own (it never starts one).
         self.raw_fork = _raw_fork() if _single_threaded() else None
 
@@ -288,6 +293,8 @@ class _Server:
         return pid
 
     def fork(self, request: ForkRequest, fd: int) -> None:
+        if request.prefault is not None:
+            self.prefault = request.prefault
         try:
             pid = self._fork()
         except OSError as exc:
@@ -308,6 +315,7 @@ class _Server:
                     self.modules,
                     self.template,
                     request.max_frame_bytes,
+                    self.prefault,
                 )
             finally:
                 os._exit(70)

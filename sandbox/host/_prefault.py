@@ -1,0 +1,124 @@
+"""Learning which pages a run writes, so later workers copy them before their run.
+
+A worker is a fork of its fork server and shares every page with it; the first write to
+a shared page copies it (a copy-on-write fault, ~3 µs here). ``Guest.prefault`` takes
+most of them while the worker idles by running a small program, but a real run also
+writes pages that program never reaches (the prepared run's objects, QuickJS's heap of
+the prepared context): 45-150 faults, a tenth to a third of a warm start.
+
+``PrefaultLearner`` reads, after the first few runs that ended normally, which pages
+of the finished worker are private (``/proc/PID/pagemap``: present and exclusively
+mapped) in its private writable mappings, keeps the pages every such run had, and
+hands them, as ranges, to the fork server, whose later workers fault them in while
+idle (``worker._main.populate``). What one program alone wrote is not kept (the
+intersection), so a spare's private memory grows by what every run writes only.
+
+The layout is the fork server's, so what is learned holds for that server only: a new
+server starts learning again. Where the pagemap cannot be read (another user's worker
+without ``CAP_SYS_PTRACE``, no ``/proc``), nothing is learned and workers start as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+
+__all__ = ["PrefaultLearner", "private_pages", "to_ranges"]
+
+_log = logging.getLogger("sandbox")
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_PRESENT = 1 << 63
+_EXCLUSIVE = 1 << 56
+#: Runs learned from (their pages intersected) before the ranges are sent.
+LEARN_RUNS = 2
+#: Mappings larger than this are not scanned (a run's big buffers, not its machinery).
+_MAX_MAPPING_PAGES = 1 << 16
+#: At most this many pages are handed on (the worker caps what it populates too).
+MAX_PAGES = 4096
+
+
+def private_pages(pid: int) -> set[int] | None:
+    """The addresses of ``pid``'s present, exclusively mapped pages in its private
+    writable mappings (``[vvar]``/``[vdso]``/``[vsyscall]`` aside); None when they
+    cannot be read."""
+    pages: set[int] = set()
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
+            for line in maps.read().splitlines():
+                fields = line.split()
+                perms = fields[1]
+                if perms[1:2] != b"w" or perms[3:4] != b"p":
+                    continue
+                if len(fields) > 5 and fields[5].startswith(b"[v"):
+                    continue
+                low, high = (int(x, 16) for x in fields[0].split(b"-"))
+                count = (high - low) // _PAGE
+                if count > _MAX_MAPPING_PAGES:
+                    continue
+                pm.seek(low // _PAGE * 8)
+                entries = pm.read(count * 8)
+                for i, entry in enumerate(struct.unpack(f"<{len(entries) // 8}Q", entries)):
+                    if entry & _PRESENT and entry & _EXCLUSIVE:
+                        pages.add(low + i * _PAGE)
+    except (OSError, ValueError, IndexError, struct.error):
+        return None
+    return pages
+
+
+def to_ranges(pages: set[int], limit: int = MAX_PAGES) -> list[tuple[int, int]]:
+    """``pages`` as sorted (start, page count) runs of adjacent pages, at most
+    ``limit`` pages in all."""
+    ranges: list[tuple[int, int]] = []
+    total = 0
+    for address in sorted(pages):
+        if total >= limit:
+            break
+        if ranges and ranges[-1][0] + ranges[-1][1] * _PAGE == address:
+            ranges[-1] = (ranges[-1][0], ranges[-1][1] + 1)
+        else:
+            ranges.append((address, 1))
+        total += 1
+    return ranges
+
+
+class PrefaultLearner:
+    """What one fork server's workers should fault in; see the module docstring."""
+
+    __slots__ = ("_common", "_runs", "_sent", "ranges")
+
+    def __init__(self) -> None:
+        self._common: set[int] | None = None
+        self._runs = 0
+        self._sent = False
+        #: The learned ranges, once ``LEARN_RUNS`` runs were seen (else empty).
+        self.ranges: list[tuple[int, int]] = []
+
+    @property
+    def learning(self) -> bool:
+        """Whether finished workers should still be shown to ``learn``."""
+        return self._runs < LEARN_RUNS
+
+    def learn(self, pid: int) -> None:
+        """Take in the private pages of ``pid``, a worker whose run ended normally and
+        that has not been killed yet."""
+        if not self.learning:
+            return
+        pages = private_pages(pid)
+        if pages is None:
+            _log.debug("sandbox: cannot read worker %d's pagemap; no pre-fault learned", pid)
+            self._runs = LEARN_RUNS  # it will not be readable for the next one either
+            return
+        self._common = pages if self._common is None else self._common & pages
+        self._runs += 1
+        if self._runs == LEARN_RUNS:
+            self.ranges = to_ranges(self._common)
+            self._common = None
+
+    def take(self) -> list[tuple[int, int]] | None:
+        """The ranges to send with the next fork request: once, when learned."""
+        if self._sent or not self.ranges:
+            return None
+        self._sent = True
+        return self.ranges
