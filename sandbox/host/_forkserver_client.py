@@ -10,6 +10,7 @@ that no report can arrive for a pid nobody is watching.
 from __future__ import annotations
 
 import array
+import contextlib
 import functools
 import importlib.util
 import logging
@@ -17,6 +18,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -187,6 +189,9 @@ class ForkServerClient:
         self._warm_options = dict(warm_options or {})
         self._sock: socket.socket | None = None
         self._process: anyio.abc.Process | None = None
+        # The server's root (an empty directory it chroots into): made here, so that a
+        # server killed before it could remove it leaves nothing behind (``aclose``).
+        self._workdir: str | None = None
         self._buffer = FrameBuffer(1 << 20)
         self._decoder = msgspec.json.Decoder(Hello | Forked | ForkFailed | Exited)
         self._lock = anyio.Lock()
@@ -205,7 +210,15 @@ class ForkServerClient:
         host, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         host.setblocking(False)
         self._sock = host
+        try:
+            self._workdir = tempfile.mkdtemp(prefix="codemode-worker-")
+        except BaseException:
+            host.close()
+            server.close()
+            self._sock = None
+            raise
         config = ServerConfig(
+            workdir=self._workdir,
             ctrl_fd=server.fileno(),
             guests=self._guests,
             boundary=self._boundary,
@@ -243,11 +256,14 @@ class ForkServerClient:
             # Cancelled or failed while the server boots (Ctrl-C right after start, a
             # pool closing under a refill, a spawn that failed): the control socket is
             # closed and the server stopped now, whatever step was reached (a cancelled
-            # spawn once left the socket to the garbage collector).
-            await self.aclose()
+            # spawn once left the socket to the garbage collector). Killed, not waited
+            # for: it reads the socket only once it is up (up to ~150 ms of imports and
+            # warm-up, which an agent that answered at once waited for on exit), and it
+            # has forked no worker yet; its root directory is removed here.
+            await self.aclose(kill=True)
             raise
         if not self.alive:
-            await self.aclose()
+            await self.aclose(kill=True)
             raise ForkServerError("sandbox fork server failed to start")
         task_group.start_soon(self._reader)
 
@@ -370,19 +386,28 @@ class ForkServerClient:
         if self.on_dead is not None:
             self.on_dead()
 
-    async def aclose(self) -> None:
-        """Close the control socket and wait for the server (it kills its workers)."""
+    async def aclose(self, *, kill: bool = False) -> None:
+        """Close the control socket and wait for the server (it kills its workers), or
+        with ``kill`` (a server not yet up) kill it at once; then remove its root
+        directory if the server (or its PID namespace's init) has not."""
         self._mark_dead()
         if self._sock is not None:
             sock, self._sock = self._sock, None
             anyio.notify_closing(sock)
             sock.close()
         process, self._process = self._process, None
-        if process is None:
-            return
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(_STOP_TIMEOUT):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-            await process.aclose()
+        if process is not None:
+            with anyio.CancelScope(shield=True):
+                if kill:
+                    process.kill()
+                with anyio.move_on_after(_STOP_TIMEOUT):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                await process.aclose()
+        workdir, self._workdir = self._workdir, None
+        if workdir is not None:
+            # Empty, and only ever a mount point inside the server's own namespaces:
+            # here a plain directory (already gone when the server removed it).
+            with contextlib.suppress(OSError):
+                os.rmdir(workdir)

@@ -99,6 +99,9 @@ class ServerConfig(msgspec.Struct, frozen=True, rename="camel"):
     ctrl_fd: int
     guests: dict[str, str]
     boundary: BoundarySpec
+    # The empty directory that becomes the workers' root, made by the host (which
+    # removes it if the server dies before it could); "" has the server make one.
+    workdir: str = ""
     preload: list[str] = msgspec.field(default_factory=list)
     # Per guest module: what its ``prepare_template`` needs to prepare a run ahead of
     # time (the TypeScript guest builds its QuickJS context with the runtime's limits).
@@ -166,7 +169,7 @@ def main(config_json: str) -> None:
     ctrl.setblocking(True)
     for name in config.preload:
         load_guest(name).warm()
-    workdir = tempfile.mkdtemp(prefix="codemode-worker-")
+    workdir = config.workdir or tempfile.mkdtemp(prefix="codemode-worker-")
     os.chmod(workdir, 0o555)
     isolation = isolate_server(workdir)
     # The server enters its root through this descriptor, never by path: what it (and

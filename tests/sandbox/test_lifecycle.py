@@ -238,6 +238,7 @@ async def test_a_server_start_cancelled_at_any_step_leaves_no_descriptor_or_proc
     from codemode.sandbox.worker._boundary import BoundarySpec
 
     before_fds, before_children = open_fds(), child_pids()
+    before_dirs = _work_dirs()
     client = ForkServerClient(
         guests={"python": "codemode.sandbox.python._guest"},
         boundary=BoundarySpec(memory_bytes=1 << 30, cpu_seconds=10),
@@ -251,6 +252,27 @@ async def test_a_server_start_cancelled_at_any_step_leaves_no_descriptor_or_proc
     assert client._sock is None
     assert open_fds() <= before_fds
     assert child_pids() <= before_children
+    # Killed mid-start (not waited for: it reads its socket only once it is up), the
+    # server could not remove its root directory; the host made it and removed it.
+    assert _work_dirs() <= before_dirs
+
+
+def _work_dirs() -> set[str]:
+    import glob
+    import tempfile
+
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "codemode-worker-*")))
+
+
+async def test_closing_a_runtime_whose_server_is_still_starting_kills_it() -> None:
+    # An agent that got its answer before the background start finished closes the
+    # runtime then: the starting server is killed, its directory removed.
+    before_dirs, before_children = _work_dirs(), child_pids()
+    async with PythonRuntime(Limits(pool_size=1), start_in_background=True) as rt:
+        await anyio.sleep(0.01)  # the refill has spawned the server, which is booting
+        assert rt.processes().server_pid == 0
+    assert child_pids() <= before_children
+    assert _work_dirs() <= before_dirs
 
 
 @pytest.mark.parametrize("runtime_class", ["python", "typescript"])
