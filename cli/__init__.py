@@ -30,6 +30,11 @@ def main() -> None:
             version = "unknown"
         sys.stdout.write(f"codemode {version}\n")
         return
+    # httpx's package imports its own command line (click, rich's syntax highlighting,
+    # pygments: ~26 ms of `codemode agent`'s start-up) unless that import fails, when it
+    # keeps a stub: this process never runs httpx's CLI. Only here, in the console
+    # script: a host that embeds codemode keeps its httpx as it is.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     from ._app import main as app_main
 
     try:

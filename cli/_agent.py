@@ -346,7 +346,11 @@ async def _session(opts: _Options, control: _Control) -> int:
         stack.callback(shutil.rmtree, state_dir, ignore_errors=True)
         code_runtime = None
         if opts.mode != "native":
-            code_runtime = await stack.enter_async_context(_code_runtime(opts.language, CLI_LIMITS))
+            # Started behind the session: the fork server comes up while the model is
+            # asked (its first run_code waits for it), not before.
+            code_runtime = await stack.enter_async_context(
+                _code_runtime(opts.language, CLI_LIMITS, start_in_background=True)
+            )
         runtime = ToolRuntime(mode=opts.mode, code_runtime=code_runtime)
         TimeoutPolicy().install(runtime)
         # --images: the model takes images; what read_image reads reaches it as image parts.

@@ -206,12 +206,12 @@ CLI_LIMITS = Limits(
 )
 
 
-def _code_runtime(language: str, limits: Limits) -> Any:
+def _code_runtime(language: str, limits: Limits, *, start_in_background: bool = False) -> Any:
     import codemode.sandbox as sandbox
 
     if language == "typescript":
-        return sandbox.TypeScriptRuntime(limits=limits)
-    return sandbox.PythonRuntime(limits=limits)
+        return sandbox.TypeScriptRuntime(limits=limits, start_in_background=start_in_background)
+    return sandbox.PythonRuntime(limits=limits, start_in_background=start_in_background)
 
 
 @contextlib.asynccontextmanager

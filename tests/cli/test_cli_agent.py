@@ -502,8 +502,9 @@ def test_a_whole_turn_runs_without_openai(ws: Path, tmp_path: Path) -> None:
         argv = _argv(server, ws, "read notes.txt", "--json", "--session", str(tmp_path / "s.db"))
         probe = (
             "import atexit, sys; sys.modules['openai'] = None\n"
-            "atexit.register(lambda: print('pydantic loaded:', 'pydantic' in sys.modules,"
-            " file=sys.stderr))\n"
+            "heavy = ('pydantic', 'pygments', 'rich.syntax', 'yaml', 'importlib.metadata')\n"
+            "atexit.register(lambda: print('loaded:', [m for m in heavy if m in sys.modules],"
+            " sys.modules.get('httpx._main'), file=sys.stderr))\n"
             f"sys.argv = {['codemode', *argv[3:]]!r}\n"
             "from codemode.cli import main\n"
             "main()\n"
@@ -516,7 +517,9 @@ def test_a_whole_turn_runs_without_openai(ws: Path, tmp_path: Path) -> None:
     assert events[-1]["type"] == "turn-end" and events[-1]["reason"] == "done"
     assert len(server.requests) == 2
     assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
-    assert proc.stderr.splitlines()[-1] == "pydantic loaded: False"
+    # Start-up (issue 24): no pydantic (typer < 0.29), no httpx CLI (pygments, rich's
+    # syntax), no PyYAML without a SKILL.md, no importlib.metadata.
+    assert proc.stderr.splitlines()[-1] == "loaded: [] None"
 
 
 def test_both_mode_native_call_then_a_python_program(ws: Path, tmp_path: Path) -> None:
