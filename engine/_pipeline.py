@@ -298,11 +298,20 @@ class Pipeline:
 
     async def _dispatch_body(self, exec_: ToolRunContext) -> ToolExecutionResult:
         wrapper_signal = exec_.signal
-        # Wrapper first: when both have aborted, the wrapper's reason (a timeout, say) wins.
-        signal, dispose = AbortSignal.linked([wrapper_signal, exec_._caller_signal])
-        if signal.aborted:
-            dispose()
-            return aborted_before_dispatch_result()
+        caller_signal = exec_._caller_signal
+        if wrapper_signal is caller_signal:
+            # No wrapper gave the body a signal of its own (the common case): nothing to
+            # link, nothing to dispose.
+            if caller_signal.aborted:
+                return aborted_before_dispatch_result()
+            signal, dispose = caller_signal, _no_dispose
+        else:
+            # Wrapper first: when both have aborted, the wrapper's reason (a timeout,
+            # say) wins.
+            signal, dispose = AbortSignal.linked([wrapper_signal, caller_signal])
+            if signal.aborted:
+                dispose()
+                return aborted_before_dispatch_result()
         object.__setattr__(exec_, "signal", signal)
         try:
             # The one re-resolution: the body is the definition registered *now*, after
@@ -490,6 +499,10 @@ class Pipeline:
         settled = gate if isinstance(gate, Settled) else await self.run(gate)
         final = self.commit_now(settled)
         return final if final is not None else await self.commit(settled)
+
+
+def _no_dispose() -> None:
+    pass
 
 
 def _tool_of(exec_: ToolExecution) -> ToolDefinition:
