@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 from ..sandbox.host._forkserver_client import worker_interpreter
+from ._cli_startup import agent_one_shot, cli_environment, python_c
 from ._common import (
     GUESTS,
     BenchContext,
@@ -45,6 +46,16 @@ FORK_NOTE = (
     "(no lock-down, no guest run)"
 )
 USS_CASE = "idle worker USS"
+#: The package and the CLI (issue 24, target 8): fresh processes, spawn to exit.
+CLI = "codemode-cli"
+INTERPRETER = "python-interpreter"
+IMPORT_CASE = "import codemode"
+AGENT_CASE = "agent one-shot, to exit"
+AGENT_FIRST_CASE = "agent one-shot, to the first request"
+AGENT_NOTE = (
+    "`codemode agent TASK` against a loopback model server that answers at once with one "
+    "streamed text (no tool call); a fresh process per run, with bytecode caches"
+)
 USS_NOTE = "a ready spare's private memory (smaps_rollup), after its pre-fault"
 RSS_NOTE = "fresh process; 1,000 warm-up runs, growth over the next 2,000 (runtime alone)"
 
@@ -59,7 +70,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
     )
     cold_subjects = [*GUESTS] + [p for p in (MONTY, SMOLAGENTS) if ctx.has(p)]
     rss_subjects = [*GUESTS] + ([MONTY] if ctx.has(MONTY) else [])
-    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 5)
+    ctx.plan(len(cold_subjects) + len(rss_subjects) + 2 * len(GUESTS) + 6)
     for subject in cold_subjects:
         # A peer that fails is marked failed in this suite; a guest that fails fails it.
         with ctx.guard(subject) if subject not in GUESTS else contextlib.nullcontext():
@@ -138,11 +149,43 @@ async def run(ctx: BenchContext) -> SuiteResult:
     for case, key in (("warm start", "warm"), ("back-to-back", "b2b")):
         result.rows.append(summarize(case, FORK_FLOOR, forked[key], note=FORK_NOTE))
     ctx.step("fork floor")
+    result.rows.extend(await anyio.to_thread.run_sync(_cli_rows, cold_runs))
+    ctx.step("cli")
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     result.peers[FLOOR] = "ok (warm / back-to-back only: nothing to open)"
+    result.peers[INTERPRETER] = "ok (`python -c pass`: the floor of any fresh process)"
     result.peers[FORK_FLOOR] = "ok (warm / back-to-back only)"
     return result
+
+
+def _cli_rows(runs: int) -> list[Any]:
+    """``import codemode`` and the agent one-shot (to its first request and to its
+    exit), each in fresh processes, with ``python -c pass`` as the floor."""
+    samples: dict[tuple[str, str], list[float]] = {}
+    with cli_environment() as (env, workspace):
+        agent_one_shot(env, workspace)  # warm-up: bytecode caches, the page cache
+        for _ in range(runs):
+            floor = python_c("pass", env)
+            samples.setdefault((IMPORT_CASE, INTERPRETER), []).append(floor)
+            samples.setdefault((AGENT_CASE, INTERPRETER), []).append(floor)
+            samples.setdefault((IMPORT_CASE, CLI), []).append(python_c("import codemode", env))
+            first, total = agent_one_shot(env, workspace)
+            samples.setdefault((AGENT_FIRST_CASE, CLI), []).append(first)
+            samples.setdefault((AGENT_CASE, CLI), []).append(total)
+    notes = {
+        INTERPRETER: "`python -c pass`, spawn to exit",
+        CLI: "fresh process, spawn to exit",
+    }
+    return [
+        summarize(
+            case,
+            subject,
+            values,
+            note=AGENT_NOTE if case != IMPORT_CASE and subject == CLI else notes[subject],
+        )
+        for (case, subject), values in samples.items()
+    ]
 
 
 # smolagents' executor runs in its caller's process: made inside a process that has

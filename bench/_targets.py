@@ -203,6 +203,22 @@ TARGETS: tuple[TargetSpec, ...] = (
         subjects=("codemode-tools",),
     ),
     TargetSpec(
+        suite="startup",
+        case="import codemode",
+        name="import codemode <= 100 ms",
+        limit=100.0,
+        unit="ms",
+        subjects=("codemode-cli",),
+    ),
+    TargetSpec(
+        suite="startup",
+        case="agent one-shot, to exit",
+        name="codemode agent one-shot <= 0.5 s",
+        limit=500.0,
+        unit="ms",
+        subjects=("codemode-cli",),
+    ),
+    TargetSpec(
         suite="pipeline",
         case="execute(), no listeners",
         name="execute() with no listeners",
