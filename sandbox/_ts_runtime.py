@@ -50,9 +50,9 @@ class TypeScriptRuntime(ProcessRuntime):
     # the logs of the interrupted slice; the supervisor's kill is the backstop.
     _compute_grace_s: ClassVar[float] = 0.25
     # A warm run copies 90-150 pages of QuickJS's prepared context (~3 µs each): learned
-    # and faulted in by the spares, 0.98 -> 0.76 ms per warm start, for +0.5 MB of a
-    # spare's private memory (2.6 -> 3.1 MB). The Python guest leaves it off: there it
-    # saves 0.12 ms but takes a spare past 3.5 MB (3.29 -> 3.53).
+    # and faulted in by the spares, 0.98 -> 0.76 ms per warm start, for +0.35 MB of a
+    # spare's private memory (2.57 -> 2.92 MB). The Python guest leaves it off: there it
+    # saves 0.12 ms but takes a spare to within 1% of its 3.5 MiB target (3.29 -> 3.55).
     _learn_prefault: ClassVar[bool] = True
 
     def __init__(

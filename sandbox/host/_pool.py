@@ -268,7 +268,10 @@ class WorkerPool:
         still being learned, the worker's written pages are read first."""
         learner = worker.learner
         if finished and learner is not None and learner.learning and not worker.killed:
-            learner.learn(worker.pid)
+            # A spare of the same server, forked before any ranges were learned (all of
+            # them are while it is learning): what it already has private is not sent.
+            spare = next((w.pid for w in self._idle if w.learner is learner), None)
+            learner.learn(worker.pid, spare)
         worker.kill()
         worker.close()
         self.run_ended()

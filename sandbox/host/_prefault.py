@@ -11,7 +11,9 @@ of the finished worker are private (``/proc/PID/pagemap``: present and exclusive
 mapped) in its private writable mappings, keeps the pages every such run had, and
 hands them, as ranges, to the fork server, whose later workers fault them in while
 idle (``worker._main.populate``). What one program alone wrote is not kept (the
-intersection), so a spare's private memory grows by what every run writes only.
+intersection), and pages a ready spare already has private (read off one once, when
+there is one) are left out: a spare's private memory grows by what every run writes
+and nothing else, at most ``MAX_PAGES``.
 
 The layout is the fork server's, so what is learned holds for that server only: a new
 server starts learning again. Where the pagemap cannot be read (another user's worker
@@ -35,8 +37,11 @@ _EXCLUSIVE = 1 << 56
 LEARN_RUNS = 2
 #: Mappings larger than this are not scanned (a run's big buffers, not its machinery).
 _MAX_MAPPING_PAGES = 1 << 16
-#: At most this many pages are handed on (the worker caps what it populates too).
-MAX_PAGES = 4096
+#: At most this many pages (4 MiB) are handed on (the worker caps what it populates
+#: too): the first runs of a server are whatever programs came first, and a program
+#: that wrote all of the server's writable pages must not make every later spare
+#: populate all of them.
+MAX_PAGES = 1024
 
 
 def private_pages(pid: int) -> set[int] | None:
@@ -86,10 +91,12 @@ def to_ranges(pages: set[int], limit: int = MAX_PAGES) -> list[tuple[int, int]]:
 class PrefaultLearner:
     """What one fork server's workers should fault in; see the module docstring."""
 
-    __slots__ = ("_common", "_runs", "_sent", "ranges")
+    __slots__ = ("_baseline", "_common", "_runs", "_sent", "ranges")
 
     def __init__(self) -> None:
         self._common: set[int] | None = None
+        # What a ready spare already has private (before any populate): never sent.
+        self._baseline: set[int] | None = None
         self._runs = 0
         self._sent = False
         #: The learned ranges, once ``LEARN_RUNS`` runs were seen (else empty).
@@ -100,11 +107,14 @@ class PrefaultLearner:
         """Whether finished workers should still be shown to ``learn``."""
         return self._runs < LEARN_RUNS
 
-    def learn(self, pid: int) -> None:
+    def learn(self, pid: int, spare: int | None = None) -> None:
         """Take in the private pages of ``pid``, a worker whose run ended normally and
-        that has not been killed yet."""
+        that has not been killed yet; ``spare``, a ready worker of the same server that
+        no learned ranges reached (its private pages are left out)."""
         if not self.learning:
             return
+        if self._baseline is None and spare is not None:
+            self._baseline = private_pages(spare)
         pages = private_pages(pid)
         if pages is None:
             _log.debug("sandbox: cannot read worker %d's pagemap; no pre-fault learned", pid)
@@ -113,8 +123,8 @@ class PrefaultLearner:
         self._common = pages if self._common is None else self._common & pages
         self._runs += 1
         if self._runs == LEARN_RUNS:
-            self.ranges = to_ranges(self._common)
-            self._common = None
+            self.ranges = to_ranges(self._common - (self._baseline or set()))
+            self._common = self._baseline = None
 
     def take(self) -> list[tuple[int, int]] | None:
         """The ranges to send with the next fork request: once, when learned."""
