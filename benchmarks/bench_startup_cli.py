@@ -3,9 +3,10 @@
 - ``import codemode`` and ``import codemode.agent`` (``python -c``; the bare interpreter's
   own start, ``python -c pass``, is printed as the floor);
 - ``codemode --version``;
-- ``codemode agent TASK`` one-shot against the loopback fake model server of the tests
-  (``tests/agent/model_server.py``): from the spawn to the first model request, and to
-  the exit (one streamed reply, no tool call).
+- ``codemode agent TASK`` one-shot against the bench's loopback model server
+  (``codemode.bench._cli_startup``, as ``codemode bench --suite startup`` runs it): from
+  the spawn to the first model request, and to the exit (one streamed reply, no tool
+  call).
 
 The children run with bytecode caches, as an installed package has them (pip compiles a
 wheel at install time): ``PYTHONDONTWRITEBYTECODE`` is dropped from their environment, and
@@ -22,18 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.agent.model_server import ModelServer, Reply
+from codemode.bench._cli_startup import agent_one_shot, cli_environment, python_c
 
 TARGETS_MS = {"import codemode": 100.0, "codemode agent one-shot, to exit": 500.0}
 
@@ -44,66 +39,25 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def _agent_once(env: dict[str, str], workspace: str) -> tuple[float, float]:
-    """(ms to the first model request, ms to exit) of one ``codemode agent`` one-shot."""
-    arrived: list[float] = []
-
-    def reply(_body: dict[str, Any]) -> Reply:
-        arrived.append(time.perf_counter())
-        return Reply(text=["done"])
-
-    with ModelServer([reply]) as server:
-        argv = [
-            sys.executable,
-            "-m",
-            "codemode.cli",
-            "agent",
-            "say done",
-            "-w",
-            workspace,
-            "--base-url",
-            server.base_url,
-            "--model",
-            "scripted",
-            "--api-key-env",
-            "BENCH_STARTUP_KEY",
-        ]
-        start = time.perf_counter()
-        done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
-        end = time.perf_counter()
-    if done.returncode != 0 or not arrived:
-        raise RuntimeError(f"codemode agent failed ({done.returncode}): {done.stderr[-2000:]!r}")
-    return (arrived[0] - start) * 1000, (end - start) * 1000
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("CODEMODE_") and k != "PYTHONDONTWRITEBYTECODE"
-    }
-    env.update(BENCH_STARTUP_KEY="sk-bench", NO_COLOR="1")
     py = sys.executable
     samples: dict[str, list[float]] = {}
 
     def add(label: str, value: float) -> None:
         samples.setdefault(label, []).append(value)
 
-    with tempfile.TemporaryDirectory(prefix="codemode-bench-startup-") as tmp:
-        env["CODEMODE_STATE_DIR"] = os.path.join(tmp, "state")
-        workspace = os.path.join(tmp, "ws")
-        os.mkdir(workspace)
-        _agent_once(env, workspace)  # warm-up: bytecode caches, the page cache
+    with cli_environment() as (env, workspace):
+        agent_one_shot(env, workspace)  # warm-up: bytecode caches, the page cache
         for _ in range(opts.runs):
-            add("python -c pass (floor)", _timed([py, "-c", "pass"], env))
-            add("import codemode", _timed([py, "-c", "import codemode"], env))
-            add("import codemode.agent", _timed([py, "-c", "import codemode.agent"], env))
+            add("python -c pass (floor)", python_c("pass", env))
+            add("import codemode", python_c("import codemode", env))
+            add("import codemode.agent", python_c("import codemode.agent", env))
             add("codemode --version", _timed([py, "-m", "codemode.cli", "--version"], env))
-            first, total = _agent_once(env, workspace)
+            first, total = agent_one_shot(env, workspace)
             add("codemode agent one-shot, to the first request", first)
             add("codemode agent one-shot, to exit", total)
     rows = []
