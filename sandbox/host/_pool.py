@@ -396,6 +396,13 @@ class WorkerPool:
                 self._spawning -= 1
                 return
             _log.warning("sandbox: could not start a worker: %s", exc)
+            if not self.stats.server_starts:
+                # No server ever came up in this pool (one started in the background
+                # that failed): no retry loop starting a doomed interpreter every
+                # half second for the session's life; a checkout tries once itself
+                # and fails its run with the reason.
+                self._spawning -= 1
+                return
             await anyio.sleep(_REFILL_BACKOFF)
             self._spawning -= 1
             self._want.set()

@@ -313,3 +313,20 @@ async def test_a_server_that_cannot_start_in_the_background_fails_the_first_run(
         assert err(result, "worker-exit") == (
             "worker could not be started: sandbox fork server failed to start"
         )
+
+
+async def test_a_background_start_that_failed_is_not_retried_while_idle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A sandbox that cannot start (here: a guest module that does not exist) is tried
+    # when the runtime opens and by each run; nothing retries it in between.
+    guests = {"python": "codemode.sandbox.no_such_guest_module"}
+    caplog.set_level("WARNING", logger="sandbox")
+    async with PythonRuntime(Limits(pool_size=1), start_in_background=True, _guests=guests) as rt:
+        with anyio.fail_after(30):
+            assert err(await make_runner(rt)("return 1"), "worker-exit")
+        await anyio.sleep(0.2)  # the attempt the checkout woke is over
+        tried = caplog.text.count("could not start a worker")
+        await anyio.sleep(1.2)  # a retry loop would have tried twice more meanwhile
+        assert caplog.text.count("could not start a worker") == tried
+        assert tried <= 2
