@@ -37,6 +37,11 @@ _EXCLUSIVE = 1 << 56
 LEARN_RUNS = 2
 #: Mappings larger than this are not scanned (a run's big buffers, not its machinery).
 _MAX_MAPPING_PAGES = 1 << 16
+#: A worker with more mappings than this (a few hundred is usual) is not read at all:
+#: a program that made tens of thousands must not make the host's loop parse them.
+_MAX_MAPPINGS = 4096
+#: ... nor a maps file longer than this.
+_MAX_MAPS_BYTES = 1 << 20
 #: At most this many pages (4 MiB) are handed on (the worker caps what it populates
 #: too): the first runs of a server are whatever programs came first, and a program
 #: that wrote all of the server's writable pages must not make every later spare
@@ -47,11 +52,15 @@ MAX_PAGES = 1024
 def private_pages(pid: int) -> set[int] | None:
     """The addresses of ``pid``'s present, exclusively mapped pages in its private
     writable mappings (``[vvar]``/``[vdso]``/``[vsyscall]`` aside); None when they
-    cannot be read."""
+    cannot be read, or the process has more mappings than a worker should have."""
     pages: set[int] = set()
     try:
         with open(f"/proc/{pid}/maps", "rb") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
-            for line in maps.read().splitlines():
+            text = maps.read(_MAX_MAPS_BYTES + 1)
+            lines = text.splitlines()
+            if len(text) > _MAX_MAPS_BYTES or len(lines) > _MAX_MAPPINGS:
+                return None
+            for line in lines:
                 fields = line.split()
                 perms = fields[1]
                 if perms[1:2] != b"w" or perms[3:4] != b"p":

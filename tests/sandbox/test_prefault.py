@@ -198,3 +198,36 @@ async def test_python_spares_do_not_learn() -> None:
     async with PythonRuntime(Limits(pool_size=1)) as rt:
         assert ok(await make_runner(rt)("return 1")) == 1
         assert rt._pool._server.learner is None  # type: ignore[union-attr]
+
+
+def test_a_process_with_too_many_mappings_is_not_read() -> None:
+    # A program that maps thousands of regions must not make the host parse them all:
+    # the learner gives up on it (and learns nothing from that server).
+    import codemode.sandbox.host._prefault as prefault
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        # Alternating protections: adjacent mappings that differ never merge into one.
+        keep = [  # noqa: F841 - held until the process is killed
+            mmap.mmap(
+                -1,
+                PAGE,
+                flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                prot=mmap.PROT_READ | (mmap.PROT_WRITE if i % 2 else 0),
+            )
+            for i in range(prefault._MAX_MAPPINGS + 100)
+        ]
+        os.write(write, b"x")
+        signal.pause()
+        os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"x"
+        assert private_pages(pid) is None
+        learner = PrefaultLearner()
+        learner.learn(pid)
+        assert not learner.learning and learner.take() is None
+    finally:
+        os.close(read)
+        _end(pid)
