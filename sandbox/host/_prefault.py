@@ -40,8 +40,10 @@ _MAX_MAPPING_PAGES = 1 << 16
 #: A worker with more mappings than this (a few hundred is usual) is not read at all:
 #: a program that made tens of thousands must not make the host's loop parse them.
 _MAX_MAPPINGS = 4096
-#: ... nor a maps file longer than this.
+#: ... nor a maps file longer than this, nor more writable pages than this (1 GiB,
+#: 2 MiB of pagemap entries) in all.
 _MAX_MAPS_BYTES = 1 << 20
+_MAX_SCANNED_PAGES = 1 << 18
 #: At most this many pages (4 MiB) are handed on (the worker caps what it populates
 #: too): the first runs of a server are whatever programs came first, and a program
 #: that wrote all of the server's writable pages must not make every later spare
@@ -54,6 +56,7 @@ def private_pages(pid: int) -> set[int] | None:
     writable mappings (``[vvar]``/``[vdso]``/``[vsyscall]`` aside); None when they
     cannot be read, or the process has more mappings than a worker should have."""
     pages: set[int] = set()
+    scanned = 0
     try:
         with open(f"/proc/{pid}/maps", "rb") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
             text = maps.read(_MAX_MAPS_BYTES + 1)
@@ -71,6 +74,9 @@ def private_pages(pid: int) -> set[int] | None:
                 count = (high - low) // _PAGE
                 if count > _MAX_MAPPING_PAGES:
                     continue
+                scanned += count
+                if scanned > _MAX_SCANNED_PAGES:
+                    return None
                 pm.seek(low // _PAGE * 8)
                 entries = pm.read(count * 8)
                 for i, entry in enumerate(struct.unpack(f"<{len(entries) // 8}Q", entries)):
