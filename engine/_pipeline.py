@@ -53,7 +53,7 @@ from ._results import (
     materialize,
     success_result,
 )
-from ._signals import AbortSignal
+from ._signals import AbortSignal, _no_op
 from ._types import (
     Accept,
     Allow,
@@ -304,7 +304,7 @@ class Pipeline:
             # link, nothing to dispose.
             if caller_signal.aborted:
                 return aborted_before_dispatch_result()
-            signal, dispose = caller_signal, _no_dispose
+            signal, dispose = caller_signal, _no_op
         else:
             # Wrapper first: when both have aborted, the wrapper's reason (a timeout,
             # say) wins.
@@ -499,10 +499,6 @@ class Pipeline:
         settled = gate if isinstance(gate, Settled) else await self.run(gate)
         final = self.commit_now(settled)
         return final if final is not None else await self.commit(settled)
-
-
-def _no_dispose() -> None:
-    pass
 
 
 def _tool_of(exec_: ToolExecution) -> ToolDefinition:
