@@ -31,7 +31,6 @@ import select
 import signal
 import socket
 import sys
-import tempfile
 from typing import Any
 
 import msgspec
@@ -100,8 +99,8 @@ class ServerConfig(msgspec.Struct, frozen=True, rename="camel"):
     guests: dict[str, str]
     boundary: BoundarySpec
     # The empty directory that becomes the workers' root, made by the host (which
-    # removes it if the server dies before it could); "" has the server make one.
-    workdir: str = ""
+    # removes it if the server dies before it could).
+    workdir: str
     preload: list[str] = msgspec.field(default_factory=list)
     # Per guest module: what its ``prepare_template`` needs to prepare a run ahead of
     # time (the TypeScript guest builds its QuickJS context with the runtime's limits).
@@ -169,7 +168,7 @@ def main(config_json: str) -> None:
     ctrl.setblocking(True)
     for name in config.preload:
         load_guest(name).warm()
-    workdir = config.workdir or tempfile.mkdtemp(prefix="codemode-worker-")
+    workdir = config.workdir
     os.chmod(workdir, 0o555)
     isolation = isolate_server(workdir)
     # The server enters its root through this descriptor, never by path: what it (and
