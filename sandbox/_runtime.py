@@ -241,15 +241,6 @@ class PythonRuntime(ProcessRuntime):
     guest: ClassVar[str] = "python"
     guest_modules: ClassVar[dict[str, str]] = {"python": "codemode.sandbox.python._guest"}
 
-    def __init__(
-        self,
-        limits: Limits | None = None,
-        *,
-        start_in_background: bool = False,
-        _guests: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(limits, start_in_background=start_in_background, _guests=_guests)
-
     async def __aenter__(self) -> PythonRuntime:
         await super().__aenter__()
         return self
