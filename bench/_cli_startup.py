@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["ScriptedModel", "agent_one_shot", "cli_environment", "python_c"]
+__all__ = ["ScriptedModel", "agent_one_shot", "cli_environment", "python_c", "spawn_ms"]
 
 _CHUNKS = (
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "done"}}]},
@@ -115,18 +115,18 @@ def cli_environment() -> Iterator[tuple[dict[str, str], str]]:
         yield env, workspace
 
 
-def python_c(code: str, env: dict[str, str]) -> float:
-    """Milliseconds from spawning ``python -c code`` to its exit."""
+def spawn_ms(argv: list[str], env: dict[str, str]) -> float:
+    """Milliseconds from spawning ``argv`` to its exit (which must be 0)."""
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        check=True,
-        timeout=120,
+        argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, check=True, timeout=120
     )
     return (time.perf_counter() - start) * 1000
+
+
+def python_c(code: str, env: dict[str, str]) -> float:
+    """Milliseconds from spawning ``python -c code`` to its exit."""
+    return spawn_ms([sys.executable, "-c", code], env)
 
 
 def agent_one_shot(env: dict[str, str], workspace: str) -> tuple[float, float]:

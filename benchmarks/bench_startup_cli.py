@@ -24,19 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import time
 
-from codemode.bench._cli_startup import agent_one_shot, cli_environment, python_c
+from codemode.bench._cli_startup import agent_one_shot, cli_environment, python_c, spawn_ms
 
 TARGETS_MS = {"import codemode": 100.0, "codemode agent one-shot, to exit": 500.0}
-
-
-def _timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, check=True)
-    return (time.perf_counter() - start) * 1000
 
 
 def main() -> int:
@@ -56,7 +48,7 @@ def main() -> int:
             add("python -c pass (floor)", python_c("pass", env))
             add("import codemode", python_c("import codemode", env))
             add("import codemode.agent", python_c("import codemode.agent", env))
-            add("codemode --version", _timed([py, "-m", "codemode.cli", "--version"], env))
+            add("codemode --version", spawn_ms([py, "-m", "codemode.cli", "--version"], env))
             first, total = agent_one_shot(env, workspace)
             add("codemode agent one-shot, to the first request", first)
             add("codemode agent one-shot, to exit", total)
