@@ -60,6 +60,32 @@ def _address(region: mmap.mmap) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(region))
 
 
+def _learned_from(
+    writes: tuple[range, ...], spare_writes: range | None = None
+) -> tuple[set[int], int]:
+    """What a learner keeps of ``region``'s 16 pages when each of ``writes`` is one
+    finished run's writes (and ``spare_writes`` a ready spare's): the learned page
+    addresses inside the region, and the region's base address."""
+    region = mmap.mmap(-1, 16 * PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    region.write(b"\1" * len(region))
+    base = _address(region)
+    learner = PrefaultLearner()
+    spare = None if spare_writes is None else _child_writing(region, spare_writes)
+    runs = [_child_writing(region, pages) for pages in writes]
+    try:
+        for pid in runs:
+            assert learner.learning
+            learner.learn(pid, spare)
+    finally:
+        for pid in (*runs, *(() if spare is None else (spare,))):
+            _end(pid)
+    assert not learner.learning
+    assert learner.take() == learner.ranges and learner.take() is None  # sent once
+    learned = {start + i * PAGE for start, count in learner.ranges for i in range(count)}
+    region.close()
+    return learned & {base + page * PAGE for page in range(16)}, base
+
+
 def test_ranges_merge_adjacent_pages_and_respect_the_limit() -> None:
     pages = {0x10000, 0x10000 + PAGE, 0x10000 + 2 * PAGE, 0x40000, 0x40000 + PAGE}
     assert to_ranges(pages) == [(0x10000, 3), (0x40000, 2)]
@@ -71,45 +97,17 @@ def test_ranges_merge_adjacent_pages_and_respect_the_limit() -> None:
 def test_the_learner_keeps_the_pages_every_learned_run_wrote() -> None:
     # A private mapping written in the parent is shared with a fork until the child
     # writes it: the pages each child copied are what the learner reads.
-    region = mmap.mmap(-1, 16 * PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    region.write(b"\1" * len(region))
-    base = _address(region)
-    learner = PrefaultLearner()
-    children = [_child_writing(region, range(0, 8)), _child_writing(region, range(4, 12))]
-    try:
-        for pid in children:
-            assert learner.learning
-            learner.learn(pid)
-    finally:
-        for pid in children:
-            _end(pid)
-    assert not learner.learning and LEARN_RUNS == 2
-    learned = {start + i * PAGE for start, count in learner.ranges for i in range(count)}
-    mine = {base + page * PAGE for page in range(16)}
+    assert LEARN_RUNS == 2
+    learned, base = _learned_from((range(0, 8), range(4, 12)))
     # Pages 4-7 were written by both runs; 0-3 and 8-11 by one each; 12-15 by neither.
-    assert learned & mine == {base + page * PAGE for page in range(4, 8)}
-    assert learner.take() == learner.ranges and learner.take() is None  # sent once
-    region.close()
+    assert learned == {base + page * PAGE for page in range(4, 8)}
 
 
 @pytest.mark.skipif(not _pagemap_readable(), reason="no readable /proc/self/pagemap here")
 def test_what_a_ready_spare_already_has_private_is_not_sent() -> None:
-    region = mmap.mmap(-1, 16 * PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    region.write(b"\1" * len(region))
-    base = _address(region)
-    learner = PrefaultLearner()
-    spare = _child_writing(region, range(5, 7))  # a spare's own pre-fault wrote 5-6
-    runs = [_child_writing(region, range(0, 8)), _child_writing(region, range(4, 12))]
-    try:
-        for pid in runs:
-            learner.learn(pid, spare)
-    finally:
-        for pid in (spare, *runs):
-            _end(pid)
-    learned = {start + i * PAGE for start, count in learner.ranges for i in range(count)}
-    mine = {base + page * PAGE for page in range(16)}
-    assert learned & mine == {base + 4 * PAGE, base + 7 * PAGE}
-    region.close()
+    # A spare's own pre-fault wrote 5-6: of the runs' common 4-7, those are left out.
+    learned, base = _learned_from((range(0, 8), range(4, 12)), spare_writes=range(5, 7))
+    assert learned == {base + 4 * PAGE, base + 7 * PAGE}
 
 
 def test_at_most_max_pages_are_sent() -> None:
