@@ -35,6 +35,20 @@ from ._prefault import PrefaultLearner
 
 __all__ = ["ExitBox", "ForkServerClient", "ForkServerError", "worker_interpreter"]
 
+WORKDIR_PREFIX = "codemode-worker-"
+
+
+def workdir_parent() -> str | None:
+    """Where a fork server's root directory is made: the first system temporary
+    directory (``/tmp``, a sticky one, where nobody else can rename or replace it),
+    whatever ``TMPDIR`` the host runs with, as when the server (started with an empty
+    environment) made it itself; None lets ``tempfile`` choose when there is none."""
+    for candidate in ("/tmp", "/var/tmp", "/usr/tmp"):
+        if os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return None
+
+
 _log = logging.getLogger("sandbox")
 
 _START_TIMEOUT = 60.0
@@ -211,7 +225,7 @@ class ForkServerClient:
         host.setblocking(False)
         self._sock = host
         try:
-            self._workdir = tempfile.mkdtemp(prefix="codemode-worker-")
+            self._workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=workdir_parent())
         except BaseException:
             host.close()
             server.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
 
 import anyio
 import pytest
@@ -259,9 +260,12 @@ async def test_a_server_start_cancelled_at_any_step_leaves_no_descriptor_or_proc
 
 def _work_dirs() -> set[str]:
     import glob
-    import tempfile
 
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "codemode-worker-*")))
+    from codemode.sandbox.host._forkserver_client import WORKDIR_PREFIX, workdir_parent
+
+    parent = workdir_parent()
+    assert parent is not None
+    return set(glob.glob(os.path.join(parent, WORKDIR_PREFIX + "*")))
 
 
 async def test_closing_a_runtime_whose_server_is_still_starting_kills_it() -> None:
@@ -330,3 +334,20 @@ async def test_a_background_start_that_failed_is_not_retried_while_idle(
         await anyio.sleep(1.2)  # a retry loop would have tried twice more meanwhile
         assert caplog.text.count("could not start a worker") == tried
         assert tried <= 2
+
+
+async def test_the_servers_root_is_made_in_the_system_temporary_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whatever TMPDIR the host runs with, the directory the workers' root is made from
+    # lies where the server made it before the host did: /tmp (sticky).
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert tempfile.gettempdir() == str(tmp_path)
+    before = _work_dirs()
+    async with PythonRuntime(Limits(pool_size=1)) as rt:
+        assert ok(await make_runner(rt)("return 1")) == 1
+        assert len(_work_dirs() - before) == 1
+        assert not any(name.startswith("codemode-worker-") for name in os.listdir(tmp_path))
