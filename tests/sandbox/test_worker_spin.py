@@ -95,8 +95,10 @@ def test_wait_payloads_polls_then_sleeps_for_a_late_result() -> None:
     try:
         frame = bytes(encode_frame(ResultFrame(id=1, ok=True, value=7)))
         timer = threading.Timer(0.02, b.send, (frame,))
-        timer.start()
+        # Read before the timer starts: its 20 ms run from its start, and a clock read
+        # after it came up to 0.2 ms late under load (a wait measured as 19.8 ms).
         started = time.perf_counter()
+        timer.start()
         payloads = bridge.wait_payloads(None, spin=True)
         waited = time.perf_counter() - started
         timer.join()
