@@ -23,6 +23,7 @@ from codemode.engine import CodeRunError, CodeRunRequest, CodeRunResult
 
 from ._limits import Limits
 from ._runtime import ProcessRuntime
+from .host._prefault import MAX_PAGES
 from .typescript._options import TsGuestOptions
 from .typescript._strip import TypeStripError, strip_types
 
@@ -51,9 +52,8 @@ class TypeScriptRuntime(ProcessRuntime):
     _compute_grace_s: ClassVar[float] = 0.25
     # A warm run copies 90-150 pages of QuickJS's prepared context (~3 µs each): learned
     # and faulted in by the spares, 0.98 -> 0.76 ms per warm start, for +0.35 MB of a
-    # spare's private memory (2.57 -> 2.92 MB). The Python guest leaves it off: there it
-    # saves 0.12 ms but takes a spare to within 1% of its 3.5 MiB target (3.29 -> 3.55).
-    _learn_prefault: ClassVar[bool] = True
+    # spare's private memory (2.57 -> 2.92 MB), well under the 3.5 MB target.
+    _prefault_pages: ClassVar[int] = MAX_PAGES
 
     def __init__(
         self,

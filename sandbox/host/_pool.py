@@ -39,6 +39,18 @@ _READY_TIMEOUT = 30.0
 _REFILL_BACKOFF = 0.5
 # How long a checkout with no spare waits for a refill in flight before forking its own.
 _ARRIVAL_WAIT = 0.05
+# How often a new spare is looked at until it is past its own pre-fault (``_settled``).
+_SETTLE_POLL_S = 0.01
+
+
+def _settled(worker: Worker) -> bool:
+    """Whether an idle worker is past its pre-fault: asleep, waiting for its run frame
+    (it runs from ``ready`` until then). False when that cannot be read."""
+    try:
+        with open(f"/proc/{worker.pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] == b"S"
+    except (OSError, IndexError):
+        return False
 
 
 class PoolStats(msgspec.Struct, kw_only=True):
@@ -151,10 +163,10 @@ class WorkerPool:
         preload: list[str],
         warm_options: dict[str, dict[str, Any]] | None = None,
         start_in_background: bool = False,
-        learn_prefault: bool = False,
+        prefault_pages: int = 0,
     ) -> None:
         self._size = size
-        self._learn_prefault = learn_prefault
+        self._prefault_pages = prefault_pages
         self._start_in_background = start_in_background
         self._warm_options = warm_options
         self._boundary = boundary
@@ -268,10 +280,11 @@ class WorkerPool:
         still being learned, the worker's written pages are read first."""
         learner = worker.learner
         if finished and learner is not None and learner.learning and not worker.killed:
-            # A spare of the same server, forked before any ranges were learned (all of
-            # them are while it is learning): what it already has private is not sent.
-            spare = next((w.pid for w in self._idle if w.learner is learner), None)
-            learner.learn(worker.pid, spare)
+            learner.learn(worker.pid)
+        if learner is not None and learner.needs_baseline:
+            spare = next((w for w in self._idle if w.learner is learner and _settled(w)), None)
+            if spare is not None:
+                learner.baseline(spare.pid)
         worker.kill()
         worker.close()
         self.run_ended()
@@ -307,7 +320,9 @@ class WorkerPool:
             )
             server.on_dead = lambda: self._want.set()
             # Learned anew for each server: its workers' layout is its own.
-            server.learner = PrefaultLearner() if self._learn_prefault else None
+            server.learner = (
+                PrefaultLearner(max_pages=self._prefault_pages) if self._prefault_pages else None
+            )
             await server.start(self._tg)
             self._server = server
             self.stats.server_starts += 1
@@ -337,6 +352,17 @@ class WorkerPool:
             self._note(note)
         self.stats.workers_started += 1
         return worker
+
+    async def _read_baseline(self, worker: Worker, learner: PrefaultLearner) -> None:
+        """Show ``learner`` what a new spare has private once it is past its own
+        pre-fault (``host/_prefault``). A spare checked out first hands the read on to
+        the next one (and, with more than one, ``release`` reads a settled one)."""
+        while learner.needs_baseline and worker in self._idle and not worker.killed:
+            if _settled(worker):
+                learner.baseline(worker.pid)
+                return
+            await anyio.sleep(_SETTLE_POLL_S)
+        learner.asked = False
 
     async def _read_ready(self, worker: Worker) -> ReadyFrame:
         decoder = msgspec.json.Decoder(ReadyFrame)
@@ -416,6 +442,11 @@ class WorkerPool:
             worker.close()
             return
         self._idle.append(worker)
+        learner = worker.learner
+        if learner is not None and learner.needs_baseline and not learner.asked:
+            learner.asked = True
+            assert self._tg is not None
+            self._tg.start_soon(self._read_baseline, worker, learner)
 
     async def wait_full(self) -> None:
         """Wait until ``size`` workers are idle; ``RuntimeError`` if the pool closes."""

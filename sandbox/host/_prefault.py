@@ -11,9 +11,11 @@ of the finished worker are private (``/proc/PID/pagemap``: present and exclusive
 mapped) in its private writable mappings, keeps the pages every such run had, and
 hands them, as ranges, to the fork server, whose later workers fault them in while
 idle (``worker._main.populate``). What one program alone wrote is not kept (the
-intersection), and pages a ready spare already has private (read off one once, when
-there is one) are left out: a spare's private memory grows by what every run writes
-and nothing else, at most ``MAX_PAGES``.
+intersection), and pages a spare already has private (read off one once, after it
+idled long enough to have finished its own pre-fault) are left out: a spare's private
+memory grows by what every run writes and nothing else, at most ``MAX_PAGES`` (or a
+runtime's lower cap, ``max_pages``: each page learned is a page of every spare's
+private memory).
 
 The layout is the fork server's, so what is learned holds for that server only: a new
 server starts learning again. Where the pagemap cannot be read (another user's worker
@@ -106,40 +108,70 @@ def to_ranges(pages: set[int], limit: int = MAX_PAGES) -> list[tuple[int, int]]:
 class PrefaultLearner:
     """What one fork server's workers should fault in; see the module docstring."""
 
-    __slots__ = ("_baseline", "_common", "_runs", "_sent", "ranges")
+    __slots__ = ("_baseline", "_common", "_done", "_max_pages", "_runs", "_sent", "asked", "ranges")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_pages: int = MAX_PAGES) -> None:
+        self._max_pages = min(max_pages, MAX_PAGES)
         self._common: set[int] | None = None
-        # What a ready spare already has private (before any populate): never sent.
+        # What a settled spare has private (before any populate): never sent.
         self._baseline: set[int] | None = None
         self._runs = 0
+        self._done = False
         self._sent = False
-        #: The learned ranges, once ``LEARN_RUNS`` runs were seen (else empty).
+        #: A spare's ``baseline`` read is on its way (``WorkerPool``): one is enough.
+        self.asked = False
+        #: The learned ranges, once ``LEARN_RUNS`` runs and a spare were seen (else empty).
         self.ranges: list[tuple[int, int]] = []
 
     @property
     def learning(self) -> bool:
         """Whether finished workers should still be shown to ``learn``."""
-        return self._runs < LEARN_RUNS
+        return self._runs < LEARN_RUNS and not self._done
 
-    def learn(self, pid: int, spare: int | None = None) -> None:
+    @property
+    def needs_baseline(self) -> bool:
+        """Whether a settled spare should still be shown to ``baseline``."""
+        return self._baseline is None and not self._done
+
+    def learn(self, pid: int) -> None:
         """Take in the private pages of ``pid``, a worker whose run ended normally and
-        that has not been killed yet; ``spare``, a ready worker of the same server that
-        no learned ranges reached (its private pages are left out)."""
+        that has not been killed yet."""
         if not self.learning:
             return
-        if self._baseline is None and spare is not None:
-            self._baseline = private_pages(spare)
         pages = private_pages(pid)
         if pages is None:
-            _log.debug("sandbox: cannot read worker %d's pagemap; no pre-fault learned", pid)
-            self._runs = LEARN_RUNS  # it will not be readable for the next one either
+            self._give_up(pid)
             return
         self._common = pages if self._common is None else self._common & pages
         self._runs += 1
-        if self._runs == LEARN_RUNS:
-            self.ranges = to_ranges(self._common - (self._baseline or set()))
-            self._common = self._baseline = None
+        self._conclude()
+
+    def baseline(self, spare: int) -> None:
+        """Take in what ``spare`` has private: a ready worker of the same server, idle
+        long enough to have finished its own pre-fault, that no learned ranges reached
+        (those pages are never sent: every spare writes them anyway)."""
+        if not self.needs_baseline:
+            return
+        pages = private_pages(spare)
+        if pages is None:
+            self._give_up(spare)
+            return
+        self._baseline = pages
+        self._conclude()
+
+    def _give_up(self, pid: int) -> None:
+        _log.debug("sandbox: cannot read worker %d's pagemap; no pre-fault learned", pid)
+        # It will not be readable for the next one either.
+        self._done = True
+        self._common = self._baseline = None
+
+    def _conclude(self) -> None:
+        if self._runs < LEARN_RUNS or self._common is None or self._baseline is None:
+            return
+        # The lowest addresses first when over the cap (no page is known to be hotter).
+        self.ranges = to_ranges(self._common - self._baseline, self._max_pages)
+        self._done = True
+        self._common = self._baseline = None
 
     def take(self) -> list[tuple[int, int]] | None:
         """The ranges to send with the next fork request: once, when learned."""

@@ -61,29 +61,33 @@ def _address(region: mmap.mmap) -> int:
 
 
 def _learned_from(
-    writes: tuple[range, ...], spare_writes: range | None = None
-) -> tuple[set[int], int]:
+    writes: tuple[range, ...], spare_writes: range | None = None, max_pages: int = MAX_PAGES
+) -> tuple[set[int], int, int]:
     """What a learner keeps of ``region``'s 16 pages when each of ``writes`` is one
-    finished run's writes (and ``spare_writes`` a ready spare's): the learned page
-    addresses inside the region, and the region's base address."""
+    finished run's writes (and ``spare_writes`` a settled spare's): the learned page
+    addresses inside the region, the region's base address, and the pages learned in
+    all (the children's other writes, their stacks say, count too)."""
     region = mmap.mmap(-1, 16 * PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     region.write(b"\1" * len(region))
     base = _address(region)
-    learner = PrefaultLearner()
-    spare = None if spare_writes is None else _child_writing(region, spare_writes)
+    learner = PrefaultLearner(max_pages=max_pages)
+    spare = _child_writing(region, spare_writes or range(0))
     runs = [_child_writing(region, pages) for pages in writes]
     try:
         for pid in runs:
             assert learner.learning
-            learner.learn(pid, spare)
+            learner.learn(pid)
+        # Nothing is concluded before a spare was seen, however many runs were.
+        assert not learner.learning and learner.needs_baseline and learner.take() is None
+        learner.baseline(spare)
     finally:
-        for pid in (*runs, *(() if spare is None else (spare,))):
+        for pid in (*runs, spare):
             _end(pid)
-    assert not learner.learning
+    assert not learner.learning and not learner.needs_baseline
     assert learner.take() == learner.ranges and learner.take() is None  # sent once
     learned = {start + i * PAGE for start, count in learner.ranges for i in range(count)}
     region.close()
-    return learned & {base + page * PAGE for page in range(16)}, base
+    return learned & {base + page * PAGE for page in range(16)}, base, len(learned)
 
 
 def test_ranges_merge_adjacent_pages_and_respect_the_limit() -> None:
@@ -98,7 +102,7 @@ def test_the_learner_keeps_the_pages_every_learned_run_wrote() -> None:
     # A private mapping written in the parent is shared with a fork until the child
     # writes it: the pages each child copied are what the learner reads.
     assert LEARN_RUNS == 2
-    learned, base = _learned_from((range(0, 8), range(4, 12)))
+    learned, base, _ = _learned_from((range(0, 8), range(4, 12)))
     # Pages 4-7 were written by both runs; 0-3 and 8-11 by one each; 12-15 by neither.
     assert learned == {base + page * PAGE for page in range(4, 8)}
 
@@ -106,8 +110,17 @@ def test_the_learner_keeps_the_pages_every_learned_run_wrote() -> None:
 @pytest.mark.skipif(not _pagemap_readable(), reason="no readable /proc/self/pagemap here")
 def test_what_a_ready_spare_already_has_private_is_not_sent() -> None:
     # A spare's own pre-fault wrote 5-6: of the runs' common 4-7, those are left out.
-    learned, base = _learned_from((range(0, 8), range(4, 12)), spare_writes=range(5, 7))
+    learned, base, _ = _learned_from((range(0, 8), range(4, 12)), spare_writes=range(5, 7))
     assert learned == {base + 4 * PAGE, base + 7 * PAGE}
+
+
+@pytest.mark.skipif(not _pagemap_readable(), reason="no readable /proc/self/pagemap here")
+def test_a_learner_sends_at_most_its_own_cap() -> None:
+    # Pages 2-9 were written by both runs (and more elsewhere): a learner capped at 3
+    # pages sends 3, none the runs did not both write.
+    learned, base, total = _learned_from((range(0, 10), range(2, 12)), max_pages=3)
+    assert total == 3
+    assert learned <= {base + page * PAGE for page in range(2, 10)}
 
 
 def test_at_most_max_pages_are_sent() -> None:
@@ -119,6 +132,10 @@ def test_a_learner_that_cannot_read_a_pagemap_stops_learning() -> None:
     learner = PrefaultLearner()
     learner.learn(2**22 + 7)  # no such process
     assert not learner.learning and learner.ranges == [] and learner.take() is None
+    assert not learner.needs_baseline
+    spare_first = PrefaultLearner()
+    spare_first.baseline(2**22 + 7)
+    assert not spare_first.learning and not spare_first.needs_baseline
 
 
 def test_populate_faults_in_writable_ranges_and_skips_what_is_not_mapped() -> None:
@@ -177,8 +194,11 @@ async def _faults_of_a_warm_run(runtime: TypeScriptRuntime | PythonRuntime) -> i
 
 @pytest.mark.anyio
 @pytest.mark.skipif(not _pagemap_readable(), reason="no readable /proc/self/pagemap here")
-async def test_typescript_spares_take_the_learned_faults_before_their_run() -> None:
-    async with TypeScriptRuntime(Limits(pool_size=1)) as rt:
+@pytest.mark.parametrize("runtime", [PythonRuntime, TypeScriptRuntime])
+async def test_spares_take_the_learned_faults_before_their_run(
+    runtime: type[PythonRuntime | TypeScriptRuntime],
+) -> None:
+    async with runtime(Limits(pool_size=1)) as rt:
         unlearned = await _faults_of_a_warm_run(rt)
         run = make_runner(rt)
         for _ in range(LEARN_RUNS):
@@ -186,18 +206,20 @@ async def test_typescript_spares_take_the_learned_faults_before_their_run() -> N
         await anyio.lowlevel.checkpoint()  # the deferred release, which learns
         learner = rt._pool._server.learner  # type: ignore[union-attr]
         assert learner is not None and not learner.learning and learner.ranges
+        # Each learned page is one of every spare's private memory: the runtime's cap.
+        assert sum(count for _, count in learner.ranges) <= runtime._prefault_pages
         # The next spare forked was sent the ranges; the one after takes it warm.
         assert ok(await run("return 1")) == 1
         learned = await _faults_of_a_warm_run(rt)
-    # Measured here: 92-148 faults before, 3-6 after.
+    # Measured here: TypeScript 92-148 faults before, 3-6 after; Python 54 and 15.
     assert learned < unlearned / 2, (learned, unlearned)
 
 
-@pytest.mark.anyio
-async def test_python_spares_do_not_learn() -> None:
-    async with PythonRuntime(Limits(pool_size=1)) as rt:
-        assert ok(await make_runner(rt)("return 1")) == 1
-        assert rt._pool._server.learner is None  # type: ignore[union-attr]
+def test_python_spares_learn_fewer_pages_than_typescript_ones() -> None:
+    # A Python spare is within ~0.2 MB of its 3.5 MB private-memory target: its cap keeps
+    # what it learns to 48 pages, QuickJS's spares (~2.9 MB) take up to MAX_PAGES.
+    assert PythonRuntime._prefault_pages == 48
+    assert TypeScriptRuntime._prefault_pages == MAX_PAGES
 
 
 def test_a_process_with_too_many_mappings_is_not_read() -> None:
