@@ -299,6 +299,27 @@ class MemorySessionLog(_ClosingLog):
         """Validate and store ``event``; return its 0-based sequence number."""
         return self.append_now(event)
 
+    def append_encoded(self, body: bytes) -> int | None:
+        """Engine-internal: store an event the engine encoded itself, as ``append_now``
+        would store it, or ``None`` (nothing stored) when it is over the retention bound
+        (then the caller appends it as a dict, whose fields are bounded one by one).
+
+        ``body`` must be the compact JSON of a lossless event with a non-empty string
+        ``type``, exactly the bytes ``append_now`` would encode for it: the
+        sub-dispatch driver's per-call events, built as ``msgspec`` structs (a dict, its
+        validation and the bound's pass cost more than the rest of a sub-call's
+        bookkeeping).
+        """
+        cap = self._bound.cap
+        if cap is not None and len(body) > cap:
+            return None
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("session log is closed")
+            # Bytes whatever the bound: ``events`` decodes them in place, like any other.
+            self._events.append(body)
+            return len(self._events) - 1
+
     def append_now(self, event: dict[str, Any]) -> int:
         """``append`` without the coroutine: this log never waits."""
         # The lossless snapshot is the whole check: every lossless value encodes (deep

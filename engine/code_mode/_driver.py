@@ -65,6 +65,7 @@ from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult
 from ..json import sealed, snapshot
+from ._events import SettleEvent, SettleTiming, StartEvent, StartTiming, encode
 from ._seam import Settle, SettlingBinding
 
 if TYPE_CHECKING:
@@ -392,6 +393,10 @@ class SubDispatchDriver:
             if type(self._session) in (MemorySessionLog, SqliteSessionLog)
             else None
         )
+        # The memory log also takes the two per-call events encoded (``_events``).
+        self._append_encoded: Callable[[bytes], int | None] | None = (
+            self._session.append_encoded if type(self._session) is MemorySessionLog else None
+        )
         run_signal.add_listener(lambda _s: self._kick())
 
     def _over(self, name: str, what: str) -> BindingCallError:
@@ -611,7 +616,7 @@ class SubDispatchDriver:
         self._commits.append(entry)
         entry.started_at = time.perf_counter()
         entry.in_flight_at_start = self._in_flight
-        if self._session is not None:
+        if self._session is not None and not self._append_start(entry):
             args = entry.log_arguments
             event = {
                 "type": "tool/code-dispatch-start",
@@ -679,11 +684,11 @@ class SubDispatchDriver:
             # Appended here and now: never pending, so no backpressure count to keep.
             if entry.settle is None:
                 self._settle(entry, ok, payload)
-                self._append_sync(self._settle_event(entry, final, committed, final.content))
+                self._append_settle(entry, final, committed, final.content)
             else:
                 # A callback acts at once (its reply leaves for the sandbox): the settle
                 # event is durable before the program can see the value.
-                self._append_sync(self._settle_event(entry, final, committed, final.content))
+                self._append_settle(entry, final, committed, final.content)
                 self._settle(entry, ok, payload)
             return
         self._pending_logs += 1
@@ -734,7 +739,7 @@ class SubDispatchDriver:
         self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
     ) -> None:
         try:
-            self._append_sync(self._settle_event(entry, final, committed, content))
+            self._append_settle(entry, final, committed, content)
         finally:
             self._logged()
 
@@ -744,6 +749,80 @@ class SubDispatchDriver:
         if flag is not None:
             flag.set()
         self._check_drained()
+
+    def _append_start(self, entry: _Entry) -> bool:
+        """Append ``entry``'s start event encoded (``_events``); False when it must go
+        the dict way (not a memory log, presentation cards, over the bound...)."""
+        append = self._append_encoded
+        tool = entry.tool
+        if append is None or (tool is not None and tool.present_call is not None):
+            return False
+        t0 = self._t0
+        outer = self._outer
+        assert entry.started_at is not None
+        body = encode(
+            StartEvent(
+                root_call_id=outer.root_call_id,
+                parent_call_id=outer.call_id,
+                sub_call_id=entry.sub_call_id,
+                name=entry.name,
+                arguments=entry.log_arguments,
+                timing=StartTiming(
+                    _ms(entry.queued_at - t0), _ms(entry.started_at - t0), self._in_flight
+                ),
+            )
+        )
+        return body is not None and self._stored(append, body, "tool/code-dispatch-start")
+
+    def _append_settle(
+        self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
+    ) -> None:
+        """Append the settle event now: encoded (``_events``) where that applies, else
+        as the dict ``_settle_event`` makes."""
+        append = self._append_encoded
+        tool = self._settled_tool(entry)
+        if append is not None and (tool is None or tool.present_result is None):
+            t0 = self._t0
+            outer = self._outer
+            started, settled = entry.started_at, entry.settled_at
+            body = encode(
+                SettleEvent(
+                    root_call_id=outer.root_call_id,
+                    parent_call_id=outer.call_id,
+                    sub_call_id=entry.sub_call_id,
+                    name=entry.name,
+                    arguments=entry.log_arguments,
+                    is_error=final.is_error,
+                    content=content,
+                    timing=SettleTiming(
+                        _ms(entry.queued_at - t0),
+                        None if started is None else _ms(started - t0),
+                        None if settled is None else _ms(settled - t0),
+                        _ms(committed - t0),
+                        entry.in_flight_at_start,
+                    ),
+                )
+            )
+            if body is not None and self._stored(append, body, "tool/code-dispatch"):
+                return
+        self._append_sync(self._settle_event(entry, final, committed, content))
+
+    @staticmethod
+    def _stored(append: Callable[[bytes], int | None], body: bytes, kind: str) -> bool:
+        """``append(body)``: True once it is stored (or failed, which is logged as any
+        failed append is), False when it is over the bound (append the dict instead)."""
+        try:
+            return append(body) is not None
+        except Exception:
+            _log.warning("session append failed for %s", kind, exc_info=True)
+            return True
+
+    def _settled_tool(self, entry: _Entry) -> ToolDefinition | None:
+        # The definition the call resolved at prepare, not a new lookup.
+        if entry.settled is not None:
+            tool: ToolDefinition | None = entry.settled.exec._tool
+            return tool
+        return self._rt.get(entry.name, self._outer.agent)
 
     def _settle_event(
         self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
@@ -759,12 +838,7 @@ class SubDispatchDriver:
             "isError": final.is_error,
             "content": content,
         }
-        # The definition the call resolved at prepare, not a new lookup.
-        tool = (
-            entry.settled.exec._tool
-            if entry.settled is not None
-            else self._rt.get(entry.name, self._outer.agent)
-        )
+        tool = self._settled_tool(entry)
         if tool is not None and tool.present_result is not None:
             event.update(result_card_fields(tool, args, final, content))
         t0 = self._t0

@@ -1,0 +1,78 @@
+"""The sub-dispatch driver's two session events per sub-call, encoded in one step.
+
+``tool/code-dispatch-start`` and ``tool/code-dispatch`` are written for every sub-call a
+program makes. Built as dicts, each went through a sealed ``FrozenDict``, the log's
+validation and its retention bound's pass over the fields before one encode: about a
+third of the engine's own cost per sub-call. Built as these structs, an event is one
+``msgspec`` encode, and a built-in memory log stores those bytes as they are
+(``MemorySessionLog.append_encoded``).
+
+The bytes are exactly those of the dict the driver writes otherwise (same keys, same
+order, same values: ``tests/engine/test_dispatch_events.py`` compares them), so a log
+reads the same either way. Only the common shape is encoded here: a tool with
+presentation cards adds ``callCard``/``resultCard`` fields between ``arguments`` and
+``timing``, and an event over the retention bound has its fields bounded one by one;
+both go the dict way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["SettleEvent", "SettleTiming", "StartEvent", "StartTiming", "encode"]
+
+
+class StartTiming(msgspec.Struct, rename="camel"):
+    """When a sub-call was queued and started (ms since the run's driver began)."""
+
+    queued_ms: float
+    started_ms: float
+    in_flight: int
+
+
+class StartEvent(msgspec.Struct, tag="tool/code-dispatch-start", tag_field="type", rename="camel"):
+    """A sub-call passed its ordered start (its gate is next)."""
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+    timing: StartTiming
+
+
+class SettleTiming(msgspec.Struct, rename="camel"):
+    """A settled sub-call's clock readings (ms since the run's driver began)."""
+
+    queued_ms: float
+    started_ms: float | None
+    settled_ms: float | None
+    committed_ms: float
+    in_flight: int
+
+
+class SettleEvent(msgspec.Struct, tag="tool/code-dispatch", tag_field="type", rename="camel"):
+    """A sub-call committed: its durable outcome."""
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+    is_error: bool
+    content: Any
+    timing: SettleTiming
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def encode(event: StartEvent | SettleEvent) -> bytes | None:
+    """The event's compact JSON, or None where only the dict way can write it (a lone
+    surrogate, which UTF-8 cannot hold, or nesting deeper than ``msgspec`` goes)."""
+    try:
+        return _encode(event)
+    except (UnicodeEncodeError, RecursionError, msgspec.EncodeError):
+        return None
