@@ -26,8 +26,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Per-run limits of a sandbox runtime; every field must be a positive number.
 
     - ``max_compute_ms``: CPU time the worker may burn. Awaiting a binding accrues only
-      the brief poll before the worker sleeps (at most 0.3 ms per wait and 0.1 s per
-      run; see ``worker._bridge.Spin``).
+      the brief poll before the worker sleeps (at most 0.3 ms per wait and, per run,
+      1 s or 5% of this budget, whichever is less; see ``worker._bridge.Spin``).
     - ``max_wall_ms``: wall-clock ceiling of one run.
     - ``max_output_bytes``: JSON bytes of the log array plus the value or diagnostic.
     - ``max_memory_bytes``: address-space limit of the worker process.

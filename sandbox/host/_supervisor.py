@@ -64,6 +64,7 @@ from codemode.engine import (
 from codemode.engine.json import is_lossless
 
 from .._limits import Limits
+from ..worker._bridge import Spin
 from ..worker._frames import (
     BindingSpec,
     CallFrame,
@@ -309,6 +310,7 @@ class RunSupervisor:
             max_output_bytes=self.limits.max_output_bytes,
             max_frame_bytes=self.limits.frame_bytes,
             max_sub_calls=self.limits.max_sub_calls,
+            poll_allowance_s=poll_allowance_s(self.limits),
             options=self.options,
             prepare=ask,
             prepared=prepared,
@@ -614,6 +616,12 @@ class RunSupervisor:
         if outcome.kind != "output-limit" and not self.ledger.fits(json_string_length(message)):
             return CodeRunResult(logs=logs, error=CodeRunError("output-limit", self.ledger.message))
         return CodeRunResult(logs=logs, error=CodeRunError(outcome.kind, message))
+
+
+def poll_allowance_s(limits: Limits) -> float:
+    """Seconds a run's worker may poll for binding results (``Spin``): CPU time its
+    compute budget counts, so at most ``Spin.ALLOWANCE_SHARE`` of that budget."""
+    return min(Spin.ALLOWANCE_S, Spin.ALLOWANCE_SHARE * limits.max_compute_ms / 1000)
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:

@@ -101,6 +101,9 @@ class RunFrame(msgspec.Struct, frozen=True, tag="run", tag_field="type", rename=
     #: What an earlier worker of this guest made of this same program (the guest's own
     #: format, e.g. a marshalled code object), to use instead of making it again.
     prepared: bytes = b""
+    #: Seconds of polling for binding results the run may spend (``Spin``): its compute
+    #: budget counts them.
+    poll_allowance_s: float = 0.1
 
 
 class ResultFrame(

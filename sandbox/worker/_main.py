@@ -138,7 +138,7 @@ def worker_main(
             bridge.listen(loop)  # off the run's path (``Guest.EARLY_READER``)
         run = bridge.read_run()
         if run is not None:
-            bridge.set_max_frame_bytes(run.max_frame_bytes)
+            bridge.adopt(run)
             guest_module = guests.get(run.guest)
             if too_small is not None:
                 bridge.send(DoneFrame(error=ErrorSpec("worker-exit", too_small)))

@@ -16,8 +16,9 @@ from sandbox_helpers import bindings, ok
 
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox.host._supervisor import poll_allowance_s
 from codemode.sandbox.worker._bridge import Spin, SpinningSelector, WorkerBridge
-from codemode.sandbox.worker._frames import ResultFrame, encode_frame
+from codemode.sandbox.worker._frames import ResultFrame, RunFrame, encode_frame
 
 
 def test_the_window_follows_recent_waits_and_stops_when_they_are_slow() -> None:
@@ -188,3 +189,23 @@ async def test_the_host_allows_polling_only_while_it_serves_one_run() -> None:
                 await entered.wait()
             assert await probe(quick) is False  # two runs share the host: no polling
             release.set()
+
+
+def test_a_run_polls_at_most_a_share_of_its_compute_budget() -> None:
+    # The default 60 s budget: the whole allowance; a 0.5 s one: 5% of it.
+    assert poll_allowance_s(Limits()) == Spin.ALLOWANCE_S == 1.0
+    assert poll_allowance_s(Limits(max_compute_ms=500)) == pytest.approx(0.025)
+    a, b = _pair()
+    try:
+        bridge = WorkerBridge(a, 1 << 20)
+        for asked, left in ((0.025, 0.025), (5.0, Spin.ALLOWANCE_S), (-1.0, 0.0)):
+            run = RunFrame(
+                guest="python", program="", bindings=[], max_output_bytes=1,
+                max_frame_bytes=1 << 16, max_sub_calls=1, poll_allowance_s=asked,
+            )  # fmt: skip
+            bridge.adopt(run)
+            assert bridge.spin.left == left
+            assert bridge.max_frame_bytes == 1 << 16
+    finally:
+        a.close()
+        b.close()
