@@ -65,7 +65,7 @@ from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult
 from ..json import sealed, snapshot
-from ._events import SettleEvent, SettleTiming, StartEvent, StartTiming, encode
+from ._events import SettleEvent, SettleTiming, StartEvent, StartTiming, encode, too_big
 from ._seam import Settle, SettlingBinding
 
 if TYPE_CHECKING:
@@ -393,10 +393,13 @@ class SubDispatchDriver:
             if type(self._session) in (MemorySessionLog, SqliteSessionLog)
             else None
         )
-        # The memory log also takes the two per-call events encoded (``_events``).
-        self._append_encoded: Callable[[bytes], int | None] | None = (
-            self._session.append_encoded if type(self._session) is MemorySessionLog else None
-        )
+        # The memory log also takes the two per-call events encoded (``_events``), up to
+        # its retention bound (``_log_cap``).
+        self._append_encoded: Callable[[bytes], int | None] | None = None
+        self._log_cap: int | None = None
+        if type(self._session) is MemorySessionLog:
+            self._append_encoded = self._session.append_encoded
+            self._log_cap = self._session.max_inline_bytes
         run_signal.add_listener(lambda _s: self._kick())
 
     def _over(self, name: str, what: str) -> BindingCallError:
@@ -755,7 +758,11 @@ class SubDispatchDriver:
         the dict way (not a memory log, presentation cards, over the bound...)."""
         append = self._append_encoded
         tool = entry.tool
-        if append is None or (tool is not None and tool.present_call is not None):
+        if (
+            append is None
+            or (tool is not None and tool.present_call is not None)
+            or too_big(entry.log_arguments, self._log_cap)
+        ):
             return False
         t0 = self._t0
         outer = self._outer
@@ -781,7 +788,12 @@ class SubDispatchDriver:
         as the dict ``_settle_event`` makes."""
         append = self._append_encoded
         tool = self._settled_tool(entry)
-        if append is not None and (tool is None or tool.present_result is None):
+        if (
+            append is not None
+            and (tool is None or tool.present_result is None)
+            and not too_big(entry.log_arguments, self._log_cap)
+            and not too_big(content, self._log_cap)
+        ):
             t0 = self._t0
             outer = self._outer
             started, settled = entry.started_at, entry.settled_at

@@ -12,7 +12,7 @@ order, same values: ``tests/engine/test_dispatch_events.py`` compares them), so 
 reads the same either way. Only the common shape is encoded here: a tool with
 presentation cards adds ``callCard``/``resultCard`` fields between ``arguments`` and
 ``timing``, and an event over the retention bound has its fields bounded one by one;
-both go the dict way.
+both go the dict way (an event known to be over it, ``too_big``, without an encode).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["SettleEvent", "SettleTiming", "StartEvent", "StartTiming", "encode"]
+from ..json import FrozenDict, FrozenList
+
+__all__ = ["SettleEvent", "SettleTiming", "StartEvent", "StartTiming", "encode", "too_big"]
 
 
 class StartTiming(msgspec.Struct, rename="camel"):
@@ -67,6 +69,30 @@ class SettleEvent(msgspec.Struct, tag="tool/code-dispatch", tag_field="type", re
 
 
 _encode = msgspec.json.Encoder().encode
+_FROZEN = (FrozenDict, FrozenList)
+
+
+def too_big(value: Any, cap: int | None) -> bool:
+    """Whether ``value`` is known, without encoding it, to be over ``cap`` bytes of JSON:
+    a frozen container whose size was measured where its bytes were at hand (a big
+    argument from a worker: ``_digest``), or a list of content blocks whose strings
+    alone are longer. Such an event goes the dict way at once: encoding a 50 MB
+    argument only to find it over the bound cost the event loop ~100 ms."""
+    if cap is None:
+        return False
+    if type(value) in _FROZEN:
+        known = getattr(value, "_digest", None)
+        if known is not None:
+            return bool(known[0] > cap)
+    if type(value) is FrozenList:
+        size = 0
+        for block in value:
+            if type(block) is FrozenDict:
+                for item in block.values():
+                    if type(item) is str:
+                        size += len(item)
+        return size > cap
+    return False
 
 
 def encode(event: StartEvent | SettleEvent) -> bytes | None:

@@ -166,3 +166,40 @@ async def test_a_closed_log_refuses_an_encoded_event() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         log.append_encoded(b'{"type":"x"}')
     assert MemorySessionLog(max_inline_bytes=8).append_encoded(b'{"type":"long"}') is None
+
+
+def test_what_is_known_to_be_over_the_bound_is_not_encoded_first() -> None:
+    from codemode.engine.code_mode._events import too_big
+
+    measured = snapshot({"blob": "x" * 10})
+    measured._digest = (10_000_000, "0" * 64, b"{")  # as the bridge measures a big argument
+    assert too_big(measured, 64 * 1024)
+    assert not too_big(measured, None)  # no bound: everything is kept
+    assert not too_big(snapshot({"blob": "x" * 10}), 64 * 1024)  # unknown: encode and see
+    content = snapshot([{"type": "text", "text": "x" * 70_000}])
+    assert too_big(content, 64 * 1024)
+    assert not too_big(snapshot([{"type": "text", "text": "short"}]), 64 * 1024)
+
+
+@pytest.mark.anyio
+async def test_a_measured_big_argument_goes_the_dict_way_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import codemode.engine.code_mode._driver as driver
+
+    encoded: list[Any] = []
+    real = driver.encode
+
+    def counting(event: Any) -> Any:
+        encoded.append(event)
+        return real(event)
+
+    monkeypatch.setattr(driver, "encode", counting)
+    big = snapshot({"value": "x" * 300})
+    big._digest = (len(msgspec.json.encode(big)), "0" * 64, b"{")
+    log = MemorySessionLog(max_inline_bytes=256)
+    rt, _ = code_rt(_program(big))
+    rt.register(echo_tool("echo"))
+    await run_code(rt, agent=rt.scope("agent", session=log), call_id="c", root_call_id="r")
+    assert encoded == []  # neither event was encoded only to be found too big
+    assert [e["truncatedFields"] for e in log.events] == [["arguments"], ["arguments", "content"]]
