@@ -765,21 +765,21 @@ class SubDispatchDriver:
         ):
             return False
         t0 = self._t0
-        outer = self._outer
         assert entry.started_at is not None
-        body = encode(
-            StartEvent(
-                root_call_id=outer.root_call_id,
-                parent_call_id=outer.call_id,
-                sub_call_id=entry.sub_call_id,
-                name=entry.name,
-                arguments=entry.log_arguments,
-                timing=StartTiming(
-                    _ms(entry.queued_at - t0), _ms(entry.started_at - t0), self._in_flight
-                ),
-            )
-        )
+        timing = StartTiming(_ms(entry.queued_at - t0), _ms(entry.started_at - t0), self._in_flight)
+        body = encode(StartEvent(*self._event_head(entry), timing=timing))
         return body is not None and self._stored(append, body, "tool/code-dispatch-start")
+
+    def _event_head(self, entry: _Entry) -> tuple[str, str, str, str, Any]:
+        """The fields both of ``entry``'s events start with (``_events._Head``)."""
+        outer = self._outer
+        return (
+            outer.root_call_id,
+            outer.call_id,
+            entry.sub_call_id,
+            entry.name,
+            entry.log_arguments,
+        )
 
     def _append_settle(
         self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
@@ -795,24 +795,20 @@ class SubDispatchDriver:
             and not too_big(content, self._log_cap)
         ):
             t0 = self._t0
-            outer = self._outer
             started, settled = entry.started_at, entry.settled_at
+            timing = SettleTiming(
+                _ms(entry.queued_at - t0),
+                None if started is None else _ms(started - t0),
+                None if settled is None else _ms(settled - t0),
+                _ms(committed - t0),
+                entry.in_flight_at_start,
+            )
             body = encode(
                 SettleEvent(
-                    root_call_id=outer.root_call_id,
-                    parent_call_id=outer.call_id,
-                    sub_call_id=entry.sub_call_id,
-                    name=entry.name,
-                    arguments=entry.log_arguments,
+                    *self._event_head(entry),
                     is_error=final.is_error,
                     content=content,
-                    timing=SettleTiming(
-                        _ms(entry.queued_at - t0),
-                        None if started is None else _ms(started - t0),
-                        None if settled is None else _ms(settled - t0),
-                        _ms(committed - t0),
-                        entry.in_flight_at_start,
-                    ),
+                    timing=timing,
                 )
             )
             if body is not None and self._stored(append, body, "tool/code-dispatch"):

@@ -34,17 +34,6 @@ class StartTiming(msgspec.Struct, rename="camel"):
     in_flight: int
 
 
-class StartEvent(msgspec.Struct, tag="tool/code-dispatch-start", tag_field="type", rename="camel"):
-    """A sub-call passed its ordered start (its gate is next)."""
-
-    root_call_id: str
-    parent_call_id: str
-    sub_call_id: str
-    name: str
-    arguments: Any
-    timing: StartTiming
-
-
 class SettleTiming(msgspec.Struct, rename="camel"):
     """A settled sub-call's clock readings (ms since the run's driver began)."""
 
@@ -55,14 +44,25 @@ class SettleTiming(msgspec.Struct, rename="camel"):
     in_flight: int
 
 
-class SettleEvent(msgspec.Struct, tag="tool/code-dispatch", tag_field="type", rename="camel"):
-    """A sub-call committed: its durable outcome."""
+class _Head(msgspec.Struct, rename="camel"):
+    """The fields both events start with, in this order (a subclass's follow them)."""
 
     root_call_id: str
     parent_call_id: str
     sub_call_id: str
     name: str
     arguments: Any
+
+
+class StartEvent(_Head, tag="tool/code-dispatch-start", tag_field="type"):
+    """A sub-call passed its ordered start (its gate is next)."""
+
+    timing: StartTiming
+
+
+class SettleEvent(_Head, tag="tool/code-dispatch", tag_field="type"):
+    """A sub-call committed: its durable outcome."""
+
     is_error: bool
     content: Any
     timing: SettleTiming
