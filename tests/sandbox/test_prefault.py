@@ -211,8 +211,12 @@ async def test_spares_take_the_learned_faults_before_their_run(
         # The next spare forked was sent the ranges; the one after takes it warm.
         assert ok(await run("return 1")) == 1
         learned = await _faults_of_a_warm_run(rt)
-    # Measured here: TypeScript 92-148 faults before, 3-6 after; Python 54 and 15.
-    assert learned < unlearned / 2, (learned, unlearned)
+    # Measured here: TypeScript 92-148 faults before, 3-6 after; Python 54-62 and 15-31
+    # (its cap, 48 pages, leaves some; a run also reads file pages a fork does not map).
+    if runtime is TypeScriptRuntime:
+        assert learned < unlearned / 2, (learned, unlearned)
+    else:
+        assert learned < unlearned * 3 / 4, (learned, unlearned)
 
 
 def test_python_spares_learn_fewer_pages_than_typescript_ones() -> None:
