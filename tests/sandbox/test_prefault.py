@@ -8,6 +8,7 @@ import ctypes
 import mmap
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -32,23 +33,38 @@ def _pagemap_readable() -> bool:
     return private_pages(os.getpid()) is not None
 
 
-def _child_writing(region: mmap.mmap, pages: range) -> int:
-    """A forked child that writes ``pages`` of the shared-then-copied ``region`` and then
-    waits to be inspected (killed by the caller)."""
+def _child(setup: Callable[[], object]) -> int:
+    """A forked child that runs ``setup`` (keeping what it returns) and then waits, to be
+    inspected, until the caller kills it (``_end``)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:  # a child: whatever happens, it never returns into the tests
-            for page in pages:
-                region[page * PAGE] = 1
+            kept = setup()  # noqa: F841 - held until the process is killed
             os.write(write, b"x")
             signal.pause()
         finally:
             os._exit(0)
     os.close(write)
-    assert os.read(read, 1) == b"x"
-    os.close(read)
+    try:
+        assert os.read(read, 1) == b"x"
+    except BaseException:
+        _end(pid)
+        raise
+    finally:
+        os.close(read)
     return pid
+
+
+def _child_writing(region: mmap.mmap, pages: range) -> int:
+    """A forked child that writes ``pages`` of the shared-then-copied ``region`` and then
+    waits to be inspected (killed by the caller)."""
+
+    def write() -> None:
+        for page in pages:
+            region[page * PAGE] = 1
+
+    return _child(write)
 
 
 def _end(pid: int) -> None:
@@ -231,33 +247,25 @@ def test_a_process_with_too_many_mappings_is_not_read() -> None:
     # the learner gives up on it (and learns nothing from that server).
     import codemode.sandbox.host._prefault as prefault
 
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:  # a child: whatever happens, it never returns into the tests
-            # Alternating protections: adjacent mappings that differ never merge into one.
-            keep = [  # noqa: F841 - held until the process is killed
-                mmap.mmap(
-                    -1,
-                    PAGE,
-                    flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                    prot=mmap.PROT_READ | (mmap.PROT_WRITE if i % 2 else 0),
-                )
-                for i in range(prefault._MAX_MAPPINGS + 100)
-            ]
-            os.write(write, b"x")
-            signal.pause()
-        finally:
-            os._exit(0)
-    os.close(write)
+    def many_mappings() -> object:
+        # Alternating protections: adjacent mappings that differ never merge into one.
+        return [
+            mmap.mmap(
+                -1,
+                PAGE,
+                flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                prot=mmap.PROT_READ | (mmap.PROT_WRITE if i % 2 else 0),
+            )
+            for i in range(prefault._MAX_MAPPINGS + 100)
+        ]
+
+    pid = _child(many_mappings)
     try:
-        assert os.read(read, 1) == b"x"
         assert private_pages(pid) is None
         learner = PrefaultLearner()
         learner.learn(pid)
         assert not learner.learning and learner.take() is None
     finally:
-        os.close(read)
         _end(pid)
 
 
@@ -269,26 +277,20 @@ def test_a_process_with_too_many_writable_pages_is_not_read() -> None:
     import codemode.sandbox.host._prefault as prefault
 
     size = 250 << 20
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:  # a child: whatever happens, it never returns into the tests
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-            keep = []  # held until the process is killed
-            for _ in range(5):
-                region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-                assert libc.mprotect(_address(region) + size - PAGE, PAGE, mmap.PROT_READ) == 0
-                keep.append(region)
-            os.write(write, b"x")
-            signal.pause()
-        finally:
-            os._exit(0)
-    os.close(write)
+
+    def big_mappings() -> object:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        keep = []
+        for _ in range(5):
+            region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            assert libc.mprotect(_address(region) + size - PAGE, PAGE, mmap.PROT_READ) == 0
+            keep.append(region)
+        return keep
+
+    pid = _child(big_mappings)
     try:
-        assert os.read(read, 1) == b"x"
         assert 5 * size // PAGE > prefault._MAX_SCANNED_PAGES
         assert private_pages(pid) is None
     finally:
-        os.close(read)
         _end(pid)
