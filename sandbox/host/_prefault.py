@@ -138,9 +138,8 @@ class PrefaultLearner:
         that has not been killed yet."""
         if not self.learning:
             return
-        pages = private_pages(pid)
+        pages = self._read(pid)
         if pages is None:
-            self._give_up(pid)
             return
         self._common = pages if self._common is None else self._common & pages
         self._runs += 1
@@ -152,18 +151,21 @@ class PrefaultLearner:
         (those pages are never sent: every spare writes them anyway)."""
         if not self.needs_baseline:
             return
-        pages = private_pages(spare)
+        pages = self._read(spare)
         if pages is None:
-            self._give_up(spare)
             return
         self._baseline = pages
         self._conclude()
 
-    def _give_up(self, pid: int) -> None:
-        _log.debug("sandbox: cannot read worker %d's pagemap; no pre-fault learned", pid)
-        # It will not be readable for the next one either.
-        self._done = True
-        self._common = self._baseline = None
+    def _read(self, pid: int) -> set[int] | None:
+        """``private_pages(pid)``; when they cannot be read, stop learning for good (the
+        next worker's will not be readable either) and return None."""
+        pages = private_pages(pid)
+        if pages is None:
+            _log.debug("sandbox: cannot read worker %d's pagemap; no pre-fault learned", pid)
+            self._done = True
+            self._common = self._baseline = None
+        return pages
 
     def _conclude(self) -> None:
         if self._runs < LEARN_RUNS or self._common is None or self._baseline is None:
