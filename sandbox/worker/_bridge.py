@@ -200,15 +200,11 @@ class WorkerBridge:
         self._listening: asyncio.AbstractEventLoop | None = None
         self._in_poll: Any = None
 
-    def set_max_frame_bytes(self, max_frame_bytes: int) -> None:
-        """Adopt the frame cap announced by the ``run`` frame."""
-        self.max_frame_bytes = max_frame_bytes
-        self._buffer._max = max_frame_bytes
-
     def adopt(self, run: RunFrame) -> None:
         """Adopt what the ``run`` frame sets for the bridge: its frame cap and the polling
         allowance of its compute budget (never above ``Spin.ALLOWANCE_S``)."""
-        self.set_max_frame_bytes(run.max_frame_bytes)
+        self.max_frame_bytes = run.max_frame_bytes
+        self._buffer._max = run.max_frame_bytes
         self.spin.left = max(0.0, min(run.poll_allowance_s, Spin.ALLOWANCE_S))
 
     # -- writing ---------------------------------------------------------------------
