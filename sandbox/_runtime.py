@@ -75,10 +75,10 @@ class ProcessRuntime:
     _compute_grace_s: ClassVar[float] = 0.0
     # At most how many of the pages earlier runs wrote the spares fault in while idle
     # (``host/_prefault``; 0: none), each a page of every spare's private memory. A warm
-    # Python run copied ~45 pages: ~36 learned, 54 -> 15 faults and 1.44 -> 1.24 ms per
-    # warm start (interleaved with an unlearned runtime in one process), the spare
-    # 3.29 -> 3.38-3.46 MB; 48 pages at most keep it under its 3.5 MB target whatever
-    # the first runs wrote.
+    # Python run copied ~45 pages: 36-48 learned, 54-62 -> 15-28 faults and 1.69 -> 1.49
+    # ms per warm start (interleaved with an unlearned runtime in one process), the spare
+    # 3.29 -> 3.38-3.49 MB; 48 pages at most keep it under its 3.5 MB target whatever the
+    # first runs wrote.
     _prefault_pages: ClassVar[int] = 48
 
     def __init__(
