@@ -61,10 +61,15 @@ def private_pages(pid: int) -> set[int] | None:
     scanned = 0
     try:
         with open(f"/proc/{pid}/maps", "rb") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
-            text = maps.read(_MAX_MAPS_BYTES + 1)
-            lines = text.splitlines()
-            if len(text) > _MAX_MAPS_BYTES or len(lines) > _MAX_MAPPINGS:
-                return None
+            # Line by line, not one read of the cap: ``read(n)`` allocates its n bytes up
+            # front, a megabyte of host memory at the peak of whatever run is going on.
+            lines: list[bytes] = []
+            size = 0
+            for line in maps:
+                size += len(line)
+                if size > _MAX_MAPS_BYTES or len(lines) >= _MAX_MAPPINGS:
+                    return None
+                lines.append(line)
             for line in lines:
                 fields = line.split()
                 perms = fields[1]
