@@ -299,11 +299,19 @@ def test_a_process_with_too_many_writable_pages_is_not_read() -> None:
 @pytest.mark.skipif(not _pagemap_readable(), reason="no readable /proc/self/pagemap here")
 def test_reading_a_pagemap_does_not_take_a_megabyte_at_its_peak() -> None:
     # The host reads workers' pagemaps during other runs: a megabyte buffered up front
-    # for the maps file showed in the peak of a run measured meanwhile.
+    # for the maps file showed in the peak of a run measured meanwhile. A small fresh
+    # interpreter stands for a worker (a fork of this test process has its large heap).
+    import subprocess
+    import sys
     import tracemalloc
 
-    pid = _child(lambda: None)
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", "import os, signal; os.write(1, b'x'); signal.pause()"],
+        stdout=subprocess.PIPE,
+    )
+    pid = child.pid
     try:
+        assert child.stdout is not None and child.stdout.read(1) == b"x"
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
@@ -313,5 +321,8 @@ def test_reading_a_pagemap_does_not_take_a_megabyte_at_its_peak() -> None:
         finally:
             tracemalloc.stop()
     finally:
-        _end(pid)
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
     assert peak < 512 * 1024, peak
