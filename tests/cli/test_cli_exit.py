@@ -44,10 +44,13 @@ def test_atexit_handlers_run_and_teardown_is_skipped() -> None:
 
 
 def test_a_running_non_daemon_thread_is_waited_for() -> None:
+    # The thread writes once the main thread is over (whatever the machine's load), so
+    # its line comes last only if the process waited for it.
     prelude = (
         "import threading, time, sys\n"
         "def late():\n"
-        "    time.sleep(0.3)\n"
+        "    while threading.main_thread().is_alive():\n"
+        "        time.sleep(0.01)\n"
         "    sys.stdout.write('thread done\\n')\n"
         "threading.Thread(target=late).start()\n"
     )
