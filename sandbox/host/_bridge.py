@@ -59,6 +59,7 @@ from ..worker._frames import (
     few_members,
 )
 from . import _memory
+from ._lift import lift
 from ._pool import Worker
 
 __all__ = ["HostBridge", "HostFrame"]
@@ -96,10 +97,23 @@ _MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
 _DECODER = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | PreparedFrame | ReadyFrame)
 
 
-def _digest(view: memoryview, started: threading.Event) -> tuple[int, str, bytes]:
-    """What the session log's retention bound needs of a value's JSON bytes."""
+def _digest(pieces: list[Any], started: threading.Event) -> tuple[int, str, bytes]:
+    """What the session log's retention bound needs of a value's JSON bytes (the
+    buffers ``pieces``, one after the other): their size, sha256 and first 4 KiB."""
     started.set()
-    return len(view), hashlib.sha256(view).hexdigest(), view[:4096].tobytes()
+    hasher = hashlib.sha256()
+    size = 0
+    head = bytearray()
+    for piece in pieces:
+        view = memoryview(piece).cast("B")
+        hasher.update(view)
+        size += len(view)
+        if len(head) < _HEAD_BYTES:
+            head += view[: _HEAD_BYTES - len(head)]
+    return size, hasher.hexdigest(), bytes(head)
+
+
+_HEAD_BYTES = 4096
 
 
 # Long enough for an idle thread to wake; a busy one (another big frame) is not waited for.
@@ -383,23 +397,32 @@ class HostBridge:
         argument is never held three times (payload, value bytes, value). A big payload
         with many members is decoded in slices: msgspec holds the GIL for a whole call,
         so one call on 10 MB of small members would stall the event loop as surely as
-        decoding it there. A big call's argument bytes are hashed for the session log
-        in another thread while they are decoded (sha256 releases the GIL).
+        decoding it there. Big ASCII strings are first lifted out of the payload with
+        the GIL released (``host/_lift``). A big call's argument bytes are hashed for
+        the session log in another thread while they are decoded (sha256 releases the
+        GIL).
         """
         digest: Future[tuple[int, str, bytes]] | None = None
+        # Its big strings first, built while the GIL is free (``host/_lift``).
+        lifted = lift(box[0]) if len(box[0]) > _INLINE_WHOLE_BYTES else None
+        if lifted is not None:
+            box[0], strings = lifted
+        else:
+            strings = None
 
         def hash_meanwhile(raw: Any) -> None:
             nonlocal digest
             view = memoryview(raw)
             if _is_compact(view):
                 started = threading.Event()
-                digest = _digest_pool().submit(_digest, view, started)
+                pieces = [view] if strings is None else strings.expand(view)
+                digest = _digest_pool().submit(_digest, pieces, started)
                 # Decode only once the hashing thread runs: msgspec keeps the GIL for
                 # the whole decode, so a thread that has not reached sha256 (which
                 # lets the GIL go) by then would wait for it, and hash after it.
                 started.wait(_HASH_START_WAIT_S)
 
-        if len(box[0]) > _INLINE_BYTES:
+        if strings is not None or len(box[0]) > _INLINE_BYTES:
             try:
                 sliced, _raw = decode_host_frame_sliced_raw(
                     box, max_depth=self._max_depth, on_raw=hash_meanwhile
@@ -410,6 +433,8 @@ class HostBridge:
             frame = None if isinstance(sliced, ReadyFrame) else sliced
         else:
             frame = self._decode(box.pop())
+        if strings is not None and frame is not None:
+            frame = strings.restore_frame(frame)
         if isinstance(frame, CallFrame) and isinstance(frame.args, (dict, list)):
             try:
                 args = snapshot(frame.args)
@@ -490,6 +515,8 @@ class HostBridge:
                 # Short: the socket was empty after that read; readiness says when more
                 # comes (a read only to get EAGAIN was ~7 us of every sub-call here).
                 return status
+            if time.perf_counter() >= self._slice_end:
+                return _MORE  # a big frame's reads fault in fresh pages: the loop's turn
         return _WAIT
 
     async def _deliver_heavy(self, on_frame: Callable[[HostFrame, int], None]) -> None:

@@ -807,6 +807,38 @@ _host_decoder = msgspec.json.Decoder(HostInbound)
 # copy of 1 MB is ~250 page faults (0.4 ms).
 _COLLECT_BYTES = 64 << 10
 
+# At most this much of a large frame per read: a read takes its page faults (the
+# buffer is fresh memory) with the reader's thread held, ~1.5 ms per MB here and twice
+# that beside a CPU hog, and a 50 MB frame already in a widened socket came in a few
+# reads, 53 ms in one turn of the host's loop.
+_BIG_READ_BYTES = 1 << 20
+
+_unfilled: Callable[[int], bytearray] | None = None
+
+
+def unfilled_bytearray(size: int) -> bytearray:
+    """``bytearray(size)`` without its zeroing.
+
+    ``bytearray(n)`` writes n zero bytes: a 50 MB frame's buffer took its 12,200 page
+    faults (34 ms here) in one call on the host's loop before a byte of it arrived.
+    Left unwritten, the pages are faulted in by the reads that fill them, a slice at a
+    time. The bytes are unspecified until written (the buffer's users read only what
+    was received); the NUL after the last one is there, as in every ``bytearray``.
+    """
+    global _unfilled
+    if _unfilled is None:
+        try:  # ctypes on first use: most processes never receive a large frame
+            import ctypes
+
+            make = ctypes.pythonapi.PyByteArray_FromStringAndSize
+            make.argtypes = (ctypes.c_char_p, ctypes.c_ssize_t)
+            make.restype = ctypes.py_object
+            _unfilled = lambda n: make(None, n)  # noqa: E731
+        except (ImportError, AttributeError):  # pragma: no cover - not CPython
+            _unfilled = bytearray
+    return _unfilled(size)
+
+
 #: What ``FrameBuffer`` hands out: ``bytes``, or the ``bytearray`` a big frame was read into.
 Payload = bytes | bytearray
 
@@ -848,7 +880,7 @@ class FrameBuffer:
             data = recv(sock)
             self.short = len(data) < self.read_size
             return self.feed(data) if data else None
-        view = memoryview(big)[self._filled :]
+        view = memoryview(big)[self._filled : self._filled + _BIG_READ_BYTES]
         n: int = sock.recv_into(view, 0, flags)
         if not n:
             return None
@@ -898,7 +930,7 @@ class FrameBuffer:
             if have < size:
                 if size >= _COLLECT_BYTES:
                     # Collect the rest in one buffer (see _COLLECT_BYTES).
-                    big = self._big = bytearray(size)
+                    big = self._big = unfilled_bytearray(size)
                     big[:have] = memoryview(buf)[pos + _HEADER : end]
                     self._filled = have
                     pos = end
