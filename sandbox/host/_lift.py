@@ -36,8 +36,8 @@ import msgspec
 
 #: The shortest string content (bytes) worth lifting.
 BIG_BYTES = 1 << 20
-# Tokens looked at before giving up on a payload (it has many strings: its bytes are not
-# in a few big ones, and the sliced decode takes it as before).
+# Quotes looked at (escaped ones included) before giving up on a payload: it has many
+# strings, so its bytes are not in a few big ones, and the sliced decode takes it.
 _MAX_TOKENS = 4096
 # A string ending in more backslashes than this (each has to be counted to know whether
 # the quote after them ends it) is not walked past here: the payload is decoded as before.
@@ -78,10 +78,10 @@ except (AttributeError, OSError):  # pragma: no cover - not glibc/CPython
 _ASCII_DATA = sys.getsizeof("") - 1
 
 
-def _ascii(source: int, size: int, release: int = 0) -> str:
+def _ascii(source: int, size: int, release: bool = False) -> str:
     """A new ``str`` of the ``size`` ASCII bytes at address ``source`` (the caller has
-    checked them). With ``release`` (the start of the buffer that holds them), the
-    source's whole pages are handed back to the kernel once copied."""
+    checked them). With ``release``, the source's whole pages are handed back to the
+    kernel once copied (the caller owns that buffer and never reads it again)."""
     text: str = _new_str(size, 0x7F)
     target = id(text) + _ASCII_DATA
     done = 0
@@ -90,9 +90,9 @@ def _ascii(source: int, size: int, release: int = 0) -> str:
         _memmove(target + done, source + done, step)  # lets the GIL go
         done += step
         if release:
-            # Whole pages only, and never before ``release``: the allocator's own
-            # bookkeeping sits just outside a buffer.
-            first = max(source, release) + _PAGE - 1
+            # Whole pages of the copied span only: the rest of the buffer is still read,
+            # and the allocator's own bookkeeping sits just outside it.
+            first = source + _PAGE - 1
             first -= first % _PAGE
             last = source + done
             last -= last % _PAGE
@@ -211,22 +211,25 @@ class Lifted:
         return pieces
 
 
-def _string_end(data: bytearray, start: int, end: int) -> int:
-    """The index of the quote that ends the string whose content starts at ``start``
-    (past an escape), or -1 when there is none before ``end`` or it is not worth finding."""
+def _string_end(data: bytearray, start: int, end: int, budget: int) -> tuple[int, int]:
+    """The index of the quote that ends the string whose content goes on at ``start``
+    (past an escape), and the quotes looked at (at most ``budget``); -1 when there is
+    none before ``end`` or it is not worth finding (the budget is spent, or a long run
+    of backslashes)."""
     at = start
-    while True:
+    for looked in range(1, budget + 1):
         quote = data.find(b'"', at, end)
         if quote < 0:
-            return -1
+            return -1, looked
         run = 0
         while data[quote - 1 - run] == _BACKSLASH:
             run += 1
             if run > _MAX_RUN_OF_BACKSLASHES:
-                return -1
+                return -1, looked
         if run % 2 == 0:
-            return quote
+            return quote, looked
         at = quote + 1
+    return -1, budget
 
 
 def lift(payload: bytes | bytearray) -> tuple[bytes, Lifted] | None:
@@ -246,10 +249,14 @@ def lift(payload: bytes | bytearray) -> tuple[bytes, Lifted] | None:
         # Content spans (start, stop) of the strings to lift, before anything is copied.
         spans: list[tuple[int, int]] = []
         pos = 0
-        for _ in range(_MAX_TOKENS):
+        budget = _MAX_TOKENS  # quotes looked at, escaped ones included
+        while pos < end:
             found = _memchr(base + pos, _QUOTE, end - pos)
             if not found:
                 break
+            budget -= 1
+            if budget < 0:
+                return None
             start = found - base + 1
             # A bytearray keeps a NUL after its last byte, so ``strcspn`` stops by then.
             stop = start + _strcspn(base + start, _STOP)
@@ -257,14 +264,11 @@ def lift(payload: bytes | bytearray) -> tuple[bytes, Lifted] | None:
                 if stop - start >= BIG_BYTES:
                     spans.append((start, stop))
             else:
-                stop = _string_end(payload, stop, end)
+                stop, looked = _string_end(payload, stop, end, budget)
+                budget -= looked
                 if stop < 0:
                     return None
             pos = stop + 1
-            if pos >= end:
-                break
-        else:
-            return None
         if not spans:
             return None
         lifted = Lifted(secrets.token_hex(8))
@@ -272,7 +276,7 @@ def lift(payload: bytes | bytearray) -> tuple[bytes, Lifted] | None:
         previous = 0
         for start, stop in spans:
             parts.append(bytes(payload[previous:start]))
-            parts.append(lifted.marker(_ascii(base + start, stop - start, release=base)))
+            parts.append(lifted.marker(_ascii(base + start, stop - start, release=True)))
             previous = stop
         parts.append(bytes(payload[previous:]))
         return b"".join(parts), lifted

@@ -149,3 +149,13 @@ def test_an_unfilled_buffer_is_a_bytearray_of_its_size() -> None:
     assert type(buffer) is bytearray and len(buffer) == 3 * BIG
     buffer[-1:] = b"!"
     assert bytes(buffer[-1:]) == b"!"
+
+
+def test_a_payload_of_escaped_quotes_is_given_up_on_within_the_budget() -> None:
+    # A million escaped quotes in one string: the scan stops at its budget of quotes
+    # (the payload is then decoded as before), it does not walk them all in Python.
+    value = {"q": '"' * 1_000_000, "blob": "x" * BIG}
+    document = msgspec.json.encode(value)
+    payload = _payload(document)
+    assert _lift.lift(payload) is None
+    assert payload == document
