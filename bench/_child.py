@@ -3,7 +3,8 @@
 Prints one JSON line on stdout. Kinds: ``cold SUBJECT`` (runtime open -> first result
 of ``return 1``, imports done before the clock starts), ``rss SUBJECT WARM RUNS`` (host
 RSS growth over ``RUNS`` runs of ``return 1`` after ``WARM`` of them), ``fork-floor SAMPLES
-PAUSE`` (a plain fork per run: warm and back-to-back) and ``host-load CASE LANG``.
+PAUSE`` (a plain fork per run: warm and back-to-back), ``payload-floor SIZE SAMPLES``
+(one call of SIZE bytes each way through a fresh process) and ``host-load CASE LANG``.
 """
 
 from __future__ import annotations
@@ -148,22 +149,116 @@ print(json.dumps({"warm": warm, "b2b": b2b}))
 """
 
 
-def _fork_floor(samples: int, pause: float) -> dict[str, Any]:
-    """``fork-floor``: warm and back-to-back of a plain fork per run (see ``_FORK_FLOOR``)."""
+# The floor of one call carrying SIZE bytes each way through a fresh process per run,
+# forked as ``_FORK_FLOOR``'s children are: the child builds the program's value ('x' *
+# SIZE in a dict), encodes it and sends it; the host (a long-lived process, its receive
+# buffer reused) decodes it, encodes it back and sends it; the child receives it into a
+# buffer of its size and decodes it. No lock-down, no guard, no engine, no extra copy:
+# what every design that keeps a fresh process per run pays at least, fresh memory in
+# the child first. Each sample is timed from the host's go to the child's done, and the
+# same exchange of an empty value is timed too (the suite subtracts its median, as it
+# subtracts a ``return 1`` run from its own samples). ``sys.argv[1]``: "SIZE SAMPLES".
+_PAYLOAD_FLOOR = """\
+import asyncio, gc, json, os, signal, socket, sys, time
+import msgspec
+from codemode.sandbox.worker import _forkserver
+from codemode.sandbox.python import _guest
+
+def fill(sock, view):
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise EOFError("the other end hung up")
+        got += n
+
+def once(size, inbox):
+    host, child = socket.socketpair()
+    for end in (host, child):
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            host.close()
+            asyncio.new_event_loop()
+            child.send(b"r")
+            child.recv(1)
+            data = msgspec.json.encode({"blob": "x" * size})
+            child.sendmsg([len(data).to_bytes(4, "big"), data])
+            head = bytearray(4)
+            fill(child, memoryview(head))
+            answer = bytearray(int.from_bytes(head, "big"))
+            fill(child, memoryview(answer))
+            if len(msgspec.json.decode(answer)["blob"]) == size:
+                child.send(b"d")
+            child.recv(1)
+        finally:
+            os._exit(0)
+    child.close()
+    try:
+        host.recv(1)
+        time.sleep(0.01)  # forked and ready ahead, as a pooled worker is
+        start = time.perf_counter()
+        host.send(b"x")
+        head = bytearray(4)
+        fill(host, memoryview(head))
+        view = memoryview(inbox)[: int.from_bytes(head, "big")]
+        fill(host, view)
+        out = msgspec.json.encode(msgspec.json.decode(view))
+        host.sendmsg([len(out).to_bytes(4, "big"), out])
+        if host.recv(1) != b"d":
+            raise RuntimeError("the child did not get its value back")
+        return (time.perf_counter() - start) * 1e3
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        host.close()
+
+size, samples = map(int, sys.argv[1].split())
+_guest.warm()
+loop = asyncio.new_event_loop()
+_guest.prepare_template(loop)
+loop.close()
+gc.freeze()
+inbox = bytearray(size + 64)
+for _ in range(3):  # the host's side warm, as a long-lived host is
+    once(size, inbox)
+full, empty = [], []
+for _ in range(samples):  # interleaved: the machine's drift hits both alike
+    full.append(once(size, inbox))
+    empty.append(once(0, inbox))
+print(json.dumps({"full": full, "empty": empty}))
+"""
+
+
+def _payload_floor(size: int, samples: int) -> dict[str, Any]:
+    """``payload-floor``: one call of ``size`` bytes each way through a fresh process
+    (see ``_PAYLOAD_FLOOR``)."""
+    return _floor_program(_PAYLOAD_FLOOR, f"{size} {samples}")
+
+
+def _floor_program(program: str, argument: str) -> dict[str, Any]:
+    """Run a floor ``program`` as the fork server is started; its JSON line."""
     import subprocess
 
     from ..sandbox.host._forkserver_client import worker_interpreter
 
     done = subprocess.run(
-        worker_interpreter(_FORK_FLOOR, f"{samples} {pause}"),
+        worker_interpreter(program, argument),
         capture_output=True,
         text=True,
         check=False,
         timeout=600,
     )
     if done.returncode != 0:
-        raise SystemExit(f"fork floor failed: {done.stderr[-1500:]}")
+        raise SystemExit(f"floor failed: {done.stderr[-1500:]}")
     return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _fork_floor(samples: int, pause: float) -> dict[str, Any]:
+    """``fork-floor``: warm and back-to-back of a plain fork per run (see ``_FORK_FLOOR``)."""
+    return _floor_program(_FORK_FLOOR, f"{samples} {pause}")
 
 
 def main(argv: list[str]) -> None:
@@ -172,6 +267,8 @@ def main(argv: list[str]) -> None:
         out = anyio.run(_cold, argv[1])
     elif len(argv) == 3 and argv[0] == "fork-floor":
         out = _fork_floor(int(argv[1]), float(argv[2]))
+    elif len(argv) == 3 and argv[0] == "payload-floor":
+        out = _payload_floor(int(argv[1]), int(argv[2]))
     elif len(argv) == 4 and argv[0] == "rss":
         out = anyio.run(_rss, argv[1], int(argv[2]), int(argv[3]))
     elif len(argv) == 3 and argv[0] == "host-load":
@@ -181,7 +278,7 @@ def main(argv: list[str]) -> None:
     else:
         raise SystemExit(
             f"usage: python -m codemode.bench._child cold SUBJECT | rss SUBJECT WARM RUNS | "
-            f"fork-floor SAMPLES PAUSE | "
+            f"fork-floor SAMPLES PAUSE | payload-floor SIZE SAMPLES | "
             f"host-load CASE LANG (got {argv})"
         )
     sys.stdout.write(json.dumps(out) + "\n")

@@ -2,7 +2,9 @@
 ``out`` (tool -> program) and ``in+out`` (echoed), from 1 KB to 10 MB. Each sample is a
 run's time minus the median ``return 1`` run on the same runtime (start-up removed).
 ``quickjs-floor`` runs the TypeScript program in a bare QuickJS context of the host, its
-tools one host function on JSON text: what any QuickJS guest pays at least."""
+tools one host function on JSON text: what any QuickJS guest pays at least. ``fork-floor``
+moves ``in+out 1 MB`` through a fresh forked process per call with nothing else (no
+guard, no engine): what any design with a fresh process per run pays at least."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import json
 import statistics
 from typing import Any
 
+import anyio.to_thread
+
 from ._common import (
     GUESTS,
     BenchContext,
     monty_pool,
     open_runtime,
     ready_all,
+    run_child,
     run_direct,
     smolagents_executor,
     time_ready,
@@ -23,6 +28,7 @@ from ._common import (
 )
 from ._model import (
     FLOOR,
+    FORK_FLOOR,
     MONTY,
     OURS_TS,
     QUICKJS_FLOOR,
@@ -134,6 +140,33 @@ def _quickjs_floor(result: SuiteResult, sizes: list[int], count: Any) -> None:
             )
 
 
+#: The size the fresh-process floor is measured at: the target's case, ``in+out 1 MB``.
+FRESH_FLOOR_BYTES = 1_000_000
+FRESH_FLOOR_NOTE = (
+    "a fresh forked process per call, as the fork server's: the child builds, encodes, "
+    "receives and decodes the value, the host decodes and encodes it; no guard, no engine"
+)
+
+
+async def _fresh_process_floor(result: SuiteResult, samples: int) -> None:
+    """``fork-floor`` on ``in+out 1 MB``: what a fresh process per run pays at least to
+    move the value both ways (``_child._PAYLOAD_FLOOR``), the exchange of an empty value
+    subtracted as a ``return 1`` run is from the guests' samples."""
+    measured = await anyio.to_thread.run_sync(
+        run_child, "payload-floor", str(FRESH_FLOOR_BYTES), str(samples)
+    )
+    empty = statistics.median(measured["empty"])
+    result.rows.append(
+        summarize(
+            case("in+out", FRESH_FLOOR_BYTES),
+            FORK_FLOOR,
+            [max(0.0, ms - empty) for ms in measured["full"]],
+            per_op=FRESH_FLOOR_BYTES / 1e6,
+            note=FRESH_FLOOR_NOTE,
+        )
+    )
+
+
 async def run(ctx: BenchContext) -> SuiteResult:
     """Measure the suite."""
     sizes = (
@@ -146,7 +179,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
         params={"sizes_bytes": sizes, "runs": ctx.runs, "throughput_unit": "MB/s"},
     )
     functions = {"take": take, "give": give, "echo": echo}
-    ctx.plan(len(GUESTS) + 4)
+    ctx.plan(len(GUESTS) + 5)
 
     def count(size: int) -> int:
         # Small payloads are quick: more samples for a stable median.
@@ -240,6 +273,8 @@ async def run(ctx: BenchContext) -> SuiteResult:
     ctx.step("floor")
     _quickjs_floor(result, sizes, count)
     ctx.step("quickjs floor")
+    await _fresh_process_floor(result, count(FRESH_FLOOR_BYTES))
+    ctx.step("fresh-process floor")
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result

@@ -146,7 +146,7 @@ TARGETS: tuple[TargetSpec, ...] = (
         limit=1.0,
         unit="x monty",
         measure="ratio_to_peer",
-        floors=_QUICKJS,
+        floors=((OURS_PY, FORK_FLOOR), *_QUICKJS),
     ),
     TargetSpec(
         suite="compute",

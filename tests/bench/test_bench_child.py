@@ -28,6 +28,17 @@ def test_fork_floor_reports_warm_and_back_to_back_samples() -> None:
         assert all(isinstance(ms, float) and ms > 0 for ms in samples)
 
 
+def test_payload_floor_moves_the_value_both_ways_and_times_an_empty_one_too() -> None:
+    out = _child("payload-floor", "200000", "3")
+    assert set(out) == {"full", "empty"}
+    full, empty = out["full"], out["empty"]
+    assert isinstance(full, list) and isinstance(empty, list)
+    assert len(full) == len(empty) == 3
+    assert all(isinstance(ms, float) and ms > 0 for ms in (*full, *empty))
+    # 200 KB each way through a fresh process costs more than an empty exchange.
+    assert sorted(full)[1] > sorted(empty)[1]
+
+
 def test_rss_growth_is_reported_per_thousand_runs() -> None:
     out = _child("rss", "codemode-python", "5", "50")
     assert set(out) == {"kb_per_1000", "grown_kb"}

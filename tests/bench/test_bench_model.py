@@ -164,6 +164,19 @@ def test_a_target_below_its_floor_is_reported_so_and_does_not_fail_check() -> No
     assert [t for _, t in missed_targets({"startup": startup})] == [cold]
     assert check_exit_code(_report({"startup": startup})) == 1
 
+    # Python's 1 MB payload against Monty's, when a fresh process per call alone takes
+    # longer than Monty's whole call: below the fresh-process floor.
+    payload = _suite(
+        [
+            _row("in+out 1 MB", "codemode-python", 9.0),
+            _row("in+out 1 MB", "pydantic-monty", 5.0),
+            _row("in+out 1 MB", "fork-floor", 7.5),
+        ]
+    )
+    apply_targets("payload", payload)
+    py_payload = next(t for t in payload.targets if t.subject == "codemode-python")
+    assert py_payload.measured == 1.8 and py_payload.below_floor and py_payload.floor == 1.5
+
     # The TypeScript guest's compute against bare QuickJS, both as ratios to CPython.
     compute = _suite(
         [
