@@ -99,19 +99,22 @@ async def _grow(once: Any, warm: int, runs: int) -> dict[str, Any]:
     return {"kb_per_1000": grown / 1024 * 1000 / runs, "grown_kb": grown / 1024}
 
 
-# The floor of a fresh process per run, forked from a process that starts as the fork
-# server does (``-I -S``, its ``sys.path``, no ``ssl``) and holds what it holds when it
-# forks: the worker side's imports, the Python guest warmed and its run template built,
-# the GC frozen. Each child makes the event loop a worker needs, reports ready and
-# answers one round trip: no lock-down, no guest run. ``sys.argv[1]``: "SAMPLES PAUSE".
-_FORK_FLOOR = """\
-import asyncio, gc, json, os, signal, socket, time
+# What both floor programs start with: a process started as the fork server is (``-I
+# -S``, its ``sys.path``, no ``ssl``) holds what the server holds when it forks (the
+# worker side's imports, the Python guest warmed and its run template built, the GC
+# frozen), and forks children as the server forks workers: each makes the event loop a
+# worker needs and reports ready; ``child_side(sock)`` runs once the host says go.
+_FLOOR_PRELUDE = """\
+import asyncio, gc, json, os, signal, socket, sys, time
+import msgspec
 from codemode.sandbox.worker import _forkserver
 from codemode.sandbox.python import _guest
 
-def once(pause):
+def forked(child_side, buffers=0):
     host, child = socket.socketpair()
-    start = time.perf_counter()
+    for end in (host, child) if buffers else ():
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffers)
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffers)
     pid = os.fork()
     if pid == 0:
         try:
@@ -119,13 +122,36 @@ def once(pause):
             asyncio.new_event_loop()
             child.send(b"r")
             child.recv(1)
-            child.send(b"d")
+            child_side(child)
             child.recv(1)
         finally:
             os._exit(0)
     child.close()
+    host.recv(1)
+    return pid, host
+
+def end(pid, host):
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    host.close()
+
+_guest.warm()
+loop = asyncio.new_event_loop()
+_guest.prepare_template(loop)
+loop.close()
+gc.freeze()
+"""
+
+# The floor of a fresh process per run: a plain fork whose child answers one round trip
+# (no lock-down, no guest run), warm (forked and ready ahead, as a pooled worker is) and
+# back to back (the fork timed too). ``sys.argv[1]``: "SAMPLES PAUSE".
+_FORK_FLOOR = (
+    _FLOOR_PRELUDE
+    + """\
+def once(pause):
+    start = time.perf_counter()
+    pid, host = forked(lambda child: child.send(b"d"))
     try:
-        host.recv(1)
         if pause:  # warm: forked and ready ahead, as a pooled worker is
             time.sleep(pause)
             start = time.perf_counter()
@@ -133,37 +159,27 @@ def once(pause):
         host.recv(1)
         return (time.perf_counter() - start) * 1e3
     finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        host.close()
+        end(pid, host)
 
 samples, pause = sys.argv[1].split()
-_guest.warm()
-loop = asyncio.new_event_loop()
-_guest.prepare_template(loop)
-loop.close()
-gc.freeze()
 warm = [once(float(pause)) for _ in range(int(samples))]
 b2b = [once(0.0) for _ in range(int(samples))]
 print(json.dumps({"warm": warm, "b2b": b2b}))
 """
+)
 
-
-# The floor of one call carrying SIZE bytes each way through a fresh process per run,
-# forked as ``_FORK_FLOOR``'s children are: the child builds the program's value ('x' *
-# SIZE in a dict), encodes it and sends it; the host (a long-lived process, its receive
-# buffer reused) decodes it, encodes it back and sends it; the child receives it into a
-# buffer of its size and decodes it. No lock-down, no guard, no engine, no extra copy:
-# what every design that keeps a fresh process per run pays at least, fresh memory in
-# the child first. Each sample is timed from the host's go to the child's done, and the
-# same exchange of an empty value is timed too (the suite subtracts its median, as it
-# subtracts a ``return 1`` run from its own samples). ``sys.argv[1]``: "SIZE SAMPLES".
-_PAYLOAD_FLOOR = """\
-import asyncio, gc, json, os, signal, socket, sys, time
-import msgspec
-from codemode.sandbox.worker import _forkserver
-from codemode.sandbox.python import _guest
-
+# The floor of one call carrying SIZE bytes each way through a fresh process per run:
+# the child builds the program's value ('x' * SIZE in a dict), encodes it and sends it;
+# the host (a long-lived process, its receive buffer reused) decodes it, encodes it back
+# and sends it; the child receives it into a buffer of its size and decodes it. No
+# lock-down, no guard, no engine, no extra copy: what every design that keeps a fresh
+# process per run pays at least, fresh memory in the child first. Each sample is timed
+# from the host's go to the child's done, and the same exchange of an empty value is
+# timed too (the suite subtracts its median, as it subtracts a ``return 1`` run from its
+# own samples). ``sys.argv[1]``: "SIZE SAMPLES".
+_PAYLOAD_FLOOR = (
+    _FLOOR_PRELUDE
+    + """\
 def fill(sock, view):
     got = 0
     while got < len(view):
@@ -172,55 +188,36 @@ def fill(sock, view):
             raise EOFError("the other end hung up")
         got += n
 
+def receive(sock, buffer=None):
+    head = bytearray(4)
+    fill(sock, memoryview(head))
+    size = int.from_bytes(head, "big")
+    view = memoryview(bytearray(size) if buffer is None else buffer)[:size]
+    fill(sock, view)
+    return view
+
+def send(sock, data):
+    sock.sendmsg([len(data).to_bytes(4, "big"), data])
+
 def once(size, inbox):
-    host, child = socket.socketpair()
-    for end in (host, child):
-        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            host.close()
-            asyncio.new_event_loop()
-            child.send(b"r")
-            child.recv(1)
-            data = msgspec.json.encode({"blob": "x" * size})
-            child.sendmsg([len(data).to_bytes(4, "big"), data])
-            head = bytearray(4)
-            fill(child, memoryview(head))
-            answer = bytearray(int.from_bytes(head, "big"))
-            fill(child, memoryview(answer))
-            if len(msgspec.json.decode(answer)["blob"]) == size:
-                child.send(b"d")
-            child.recv(1)
-        finally:
-            os._exit(0)
-    child.close()
+    def child_side(child):
+        send(child, msgspec.json.encode({"blob": "x" * size}))
+        if len(msgspec.json.decode(receive(child))["blob"]) == size:
+            child.send(b"d")
+
+    pid, host = forked(child_side, buffers=4 << 20)
     try:
-        host.recv(1)
         time.sleep(0.01)  # forked and ready ahead, as a pooled worker is
         start = time.perf_counter()
         host.send(b"x")
-        head = bytearray(4)
-        fill(host, memoryview(head))
-        view = memoryview(inbox)[: int.from_bytes(head, "big")]
-        fill(host, view)
-        out = msgspec.json.encode(msgspec.json.decode(view))
-        host.sendmsg([len(out).to_bytes(4, "big"), out])
+        send(host, msgspec.json.encode(msgspec.json.decode(receive(host, inbox))))
         if host.recv(1) != b"d":
             raise RuntimeError("the child did not get its value back")
         return (time.perf_counter() - start) * 1e3
     finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        host.close()
+        end(pid, host)
 
 size, samples = map(int, sys.argv[1].split())
-_guest.warm()
-loop = asyncio.new_event_loop()
-_guest.prepare_template(loop)
-loop.close()
-gc.freeze()
 inbox = bytearray(size + 64)
 for _ in range(3):  # the host's side warm, as a long-lived host is
     once(size, inbox)
@@ -230,6 +227,7 @@ for _ in range(samples):  # interleaved: the machine's drift hits both alike
     empty.append(once(0, inbox))
 print(json.dumps({"full": full, "empty": empty}))
 """
+)
 
 
 def _payload_floor(size: int, samples: int) -> dict[str, Any]:
