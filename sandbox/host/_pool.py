@@ -39,15 +39,16 @@ _READY_TIMEOUT = 30.0
 _REFILL_BACKOFF = 0.5
 # How long a checkout with no spare waits for a refill in flight before forking its own.
 _ARRIVAL_WAIT = 0.05
-# How often a new spare is looked at until it is past its own pre-fault (``_settled``).
+# How often a new spare is looked at until it is past its own pre-fault (``asleep``).
 _SETTLE_POLL_S = 0.01
 
 
-def _settled(worker: Worker) -> bool:
-    """Whether an idle worker is past its pre-fault: asleep, waiting for its run frame
-    (it runs from ``ready`` until then). False when that cannot be read."""
+def asleep(pid: int) -> bool:
+    """Whether process ``pid`` sleeps (state ``S``): for an idle worker, that it is past
+    its pre-fault and waits for its run frame (it runs from ``ready`` until then). False
+    when that cannot be read."""
     try:
-        with open(f"/proc/{worker.pid}/stat", "rb") as handle:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
             return handle.read().rsplit(b")", 1)[1].split()[0] == b"S"
     except (OSError, IndexError):
         return False
@@ -282,7 +283,7 @@ class WorkerPool:
         if finished and learner is not None and learner.learning and not worker.killed:
             learner.learn(worker.pid)
         if learner is not None and learner.needs_baseline:
-            spare = next((w for w in self._idle if w.learner is learner and _settled(w)), None)
+            spare = next((w for w in self._idle if w.learner is learner and asleep(w.pid)), None)
             if spare is not None:
                 learner.baseline(spare.pid)
         worker.kill()
@@ -358,7 +359,7 @@ class WorkerPool:
         pre-fault (``host/_prefault``). A spare checked out first hands the read on to
         the next one (and, with more than one, ``release`` reads a settled one)."""
         while learner.needs_baseline and worker in self._idle and not worker.killed:
-            if _settled(worker):
+            if asleep(worker.pid):
                 learner.baseline(worker.pid)
                 return
             await anyio.sleep(_SETTLE_POLL_S)

@@ -17,6 +17,7 @@ import pytest
 from sandbox_helpers import make_runner, ok
 
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
+from codemode.sandbox.host._pool import asleep
 from codemode.sandbox.host._prefault import (
     LEARN_RUNS,
     MAX_PAGES,
@@ -65,15 +66,6 @@ def _child_writing(region: mmap.mmap, pages: range) -> int:
             region[page * PAGE] = 1
 
     return _child(write)
-
-
-def _asleep(pid: int) -> bool:
-    """Whether ``pid`` sleeps (state ``S`` in ``/proc/PID/stat``)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] == b"S"
-    except OSError:
-        return False
 
 
 def _end(pid: int) -> None:
@@ -195,7 +187,7 @@ async def _faults_of_a_warm_run(runtime: TypeScriptRuntime | PythonRuntime) -> i
         await runtime.wait_ready()
         # Past the spares' own pre-fault: asleep, waiting for a run frame (a fixed pause
         # was not always enough with other tests' processes on both cores).
-        while not all(_asleep(pid) for pid in runtime.processes().idle_pids):  # noqa: ASYNC110
+        while not all(asleep(pid) for pid in runtime.processes().idle_pids):  # noqa: ASYNC110
             await anyio.sleep(0.01)  # (a state of another process: no event to wait on)
     before = {pid: _minor_faults(pid) for pid in runtime.processes().idle_pids}
     seen: list[int] = []
