@@ -97,6 +97,9 @@ _MORE = 3  # the slice's frame budget is spent: yield to the loop, then go on
 _DECODER = msgspec.json.Decoder(CallFrame | LogFrame | DoneFrame | PreparedFrame | ReadyFrame)
 
 
+_HEAD_BYTES = 4096  # of a big value's JSON, kept in its digest
+
+
 def _digest(pieces: list[Any], started: threading.Event) -> tuple[int, str, bytes]:
     """What the session log's retention bound needs of a value's JSON bytes (the
     buffers ``pieces``, one after the other): their size, sha256 and first 4 KiB."""
@@ -111,9 +114,6 @@ def _digest(pieces: list[Any], started: threading.Event) -> tuple[int, str, byte
         if len(head) < _HEAD_BYTES:
             head += view[: _HEAD_BYTES - len(head)]
     return size, hasher.hexdigest(), bytes(head)
-
-
-_HEAD_BYTES = 4096
 
 
 # Long enough for an idle thread to wake; a busy one (another big frame) is not waited for.
@@ -404,11 +404,10 @@ class HostBridge:
         """
         digest: Future[tuple[int, str, bytes]] | None = None
         # Its big strings first, built while the GIL is free (``host/_lift``).
+        strings = None
         lifted = lift(box[0]) if len(box[0]) > _INLINE_WHOLE_BYTES else None
         if lifted is not None:
             box[0], strings = lifted
-        else:
-            strings = None
 
         def hash_meanwhile(raw: Any) -> None:
             nonlocal digest

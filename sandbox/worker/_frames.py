@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import msgspec
@@ -833,7 +834,7 @@ def unfilled_bytearray(size: int) -> bytearray:
             make = ctypes.pythonapi.PyByteArray_FromStringAndSize
             make.argtypes = (ctypes.c_char_p, ctypes.c_ssize_t)
             make.restype = ctypes.py_object
-            _unfilled = lambda n: make(None, n)  # noqa: E731
+            _unfilled = partial(make, None)
         except (ImportError, AttributeError):  # pragma: no cover - not CPython
             _unfilled = bytearray
     return _unfilled(size)
