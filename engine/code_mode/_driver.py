@@ -24,11 +24,12 @@ is no driver loop to wake. A body's worker that settles its body takes the lane 
 when it is free and commits what is ready (a body that settles while another task holds
 the lane is seen by that holder's next pass, which re-checks before releasing: there is
 no await between the last check and the release). A submission, or the run's abort, that
-finds the lane free hands one pump to a worker. So a sequential sub-call costs two task
-hand-offs (program -> worker, worker -> program) where a driver loop cost four. A call
-begun from a loop callback (a sandbox's read callback, ``begin``) costs none on asyncio:
-the pump runs in a new task whose first step runs at once (``_Workers._eager``), so a
-body that does not wait is committed and answered before the callback returns.
+finds the lane free hands one pump to a worker. On asyncio that pump runs in a new task
+whose first step runs at once (``_Workers._eager``), whether the call was begun from a
+loop callback (a sandbox's read callback, ``begin``) or awaited by a program task: a body
+that does not wait is started, committed and answered before the submission returns, so
+a sequential sub-call costs no loop iteration (handing it to a parked worker and back
+cost two, a driver loop woken per stage four). Other backends hand the pump to a worker.
 
 Where the work runs: parallel bodies and settle-event appends run in worker tasks of the
 run that are reused from one sub-call to the next (spawning a task per sub-call cost more
@@ -97,8 +98,9 @@ class _Flag:
     """A one-shot event with a single waiter.
 
     On asyncio it is a bare future, which costs half of an ``anyio.Event`` round trip
-    (measured: 5.5 µs vs 10.9 µs per hand-off) — and a sub-call makes two hand-offs
-    between the program's task and the driver. Other backends get ``anyio.Event``.
+    (measured: 5.5 µs vs 10.9 µs per hand-off) — and a sub-call whose body waits makes
+    two hand-offs between the program's task and the driver. Other backends get
+    ``anyio.Event``.
     A waiter cancelled while waiting cancels the future; ``set`` tolerates that.
     ``loop`` is the driver's (``_asyncio_loop()`` read once per run: five flags are made
     per sub-call, and the look-up was a tenth of the driver's own time).
@@ -132,6 +134,10 @@ class _Flag:
 
 
 _current_task = asyncio.current_task
+# What the stdlib's own task steps call to make a task current; ``_Workers.submit`` uses
+# them to run a new task's first step from inside another task.
+_enter_task = asyncio.tasks._enter_task
+_leave_task = asyncio.tasks._leave_task
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -185,8 +191,22 @@ class _Workers:
 
     def submit(self, job: Any) -> None:
         loop = self._loop
-        if loop is not None and _current_task(loop) is None and self._eager(loop, job):
-            return
+        if loop is not None:
+            caller = _current_task(loop)
+            if caller is None:
+                if self._eager(loop, job):
+                    return
+            else:
+                # Submitted from a task (a program's, or a worker handing a body on):
+                # that task steps aside while the new one takes its first step, as
+                # Python 3.12's eager task factory swaps the current task.
+                _leave_task(loop, caller)
+                try:
+                    eager = self._eager(loop, job)
+                finally:
+                    _enter_task(loop, caller)
+                if eager:
+                    return
         if self._idle:
             slot = self._idle.pop()
             slot.job = job
@@ -200,10 +220,11 @@ class _Workers:
 
     def _eager(self, loop: asyncio.AbstractEventLoop, job: Any) -> bool:
         """Run ``job`` in a task of its own whose first step runs now, as Python 3.12's
-        eager tasks do: from a loop callback (a frame read from a worker), a call whose
-        body does not wait is started, run, committed and answered before the callback
-        returns, where waking a parked worker cost a loop iteration (~10 us here) and
-        put the reply behind it. A body that waits goes on as an ordinary task.
+        eager tasks do (no task may be current: ``submit`` sets the caller's aside): a
+        call whose body does not wait is started, run, committed and answered before
+        the callback (a frame read from a worker) or the program's ``submit`` returns,
+        where waking a parked worker cost a loop iteration (~10 us here) and put the
+        reply behind it. A body that waits goes on as an ordinary task.
 
         Only on the stdlib loop (its ``_ready`` queue), and only when the step the new
         task scheduled is the last one queued (else nothing is popped: it runs

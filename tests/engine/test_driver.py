@@ -309,6 +309,9 @@ async def test_calls_are_reclassified_when_they_start() -> None:
     async def body(args: Any, ctx: Any) -> Any:
         log.append(f"start {args['value']}")
         if args["value"] == "1":
+            # After a first wait: a body that does not wait starts (and runs) as its call
+            # is submitted, before the program's next task submits call 2.
+            await anyio.lowlevel.checkpoint()
             state["parallel"] = False  # a registry/policy change while 3 and 4 are queued
         await anyio.sleep({"1": 0.01, "2": 0.04}.get(args["value"], 0))
         log.append(f"end {args['value']}")
@@ -444,8 +447,11 @@ async def test_slow_durable_log_throttles_starts_but_not_delivered_values() -> N
         # cap + 1 settle appends are pending: the lane stopped starting calls, yet every
         # committed call's value already reached the program.
         assert session.waiting == cap + 1
-        assert started == ["0", "1", "2", "3"]
         assert delivered == ["0", "1", "2"]
+        # At most one more call started (before the third commit, when the lane got to
+        # it first; a call whose body never waits is started and committed as it is
+        # submitted): none after.
+        assert started in (["0", "1", "2"], ["0", "1", "2", "3"])
         session.gate.set()
     assert not outcome[0].is_error
     assert started == delivered == [str(i) for i in range(10)]

@@ -80,9 +80,12 @@ async def test_a_cancelled_caller_leaves_its_call_running_committed_and_logged()
 
 
 @pytest.mark.anyio
-async def test_a_sequential_sub_call_costs_two_loop_iterations() -> None:
-    # Program -> worker (start, body, commit), worker -> program: a driver loop woken
-    # per stage cost four. Counted deterministically on the running loop.
+async def test_a_sequential_sub_call_costs_no_loop_iteration() -> None:
+    # The call's pump runs in a task of its own whose first step runs as the program
+    # submits (``_Workers._eager``): a body that does not wait is started, run and
+    # committed before ``submit`` returns, so the program never yields to the loop.
+    # Handing the call to a worker and back cost two; a driver loop woken per stage,
+    # four. Counted deterministically on the running loop.
     counts: list[int] = []
     loop = asyncio.get_running_loop()
     original = loop._run_once  # type: ignore[attr-defined]
@@ -110,7 +113,7 @@ async def test_a_sequential_sub_call_costs_two_loop_iterations() -> None:
         await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
     finally:
         del loop._run_once  # type: ignore[attr-defined]
-    assert counts == [2] * 20
+    assert counts == [0] * 20
 
 
 @pytest.mark.anyio
