@@ -35,7 +35,7 @@
   const OrigSyntaxError = SyntaxError, RangeErrorPrototype = RangeError.prototype;
   const ObjectFreeze = Object.freeze, OrigProxy = Proxy;
   const OrigPromise = Promise, OrigString = String, OrigMap = Map, OrigSet = Set;
-  const OrigEval = eval, NumberIsFinite = Number.isFinite;
+  const OrigEval = eval, NumberIsFinite = Number.isFinite, OrigArrayBuffer = ArrayBuffer;
   const ErrorPrototype = Error.prototype, ArrayPrototype = Array.prototype;
   const ObjectPrototype = Object.prototype, InternalErrorPrototype = InternalError.prototype;
   const ErrorIsError = Error.isError;
@@ -729,7 +729,9 @@
   // map, a fill and an unmap per probe) was ~10 us of every slice, a sixth of a sub-call.
   const PROBE_BYTES = 64 * 1024;
   function probe() {
-    try { new ArrayBuffer(PROBE_BYTES); } catch { flags |= OOM; }
+    // The captured constructor: a program may replace the global one, whose code would
+    // then run inside every poll (and could keep the probe from ever failing).
+    try { new OrigArrayBuffer(PROBE_BYTES); } catch { flags |= OOM; }
     return flags;
   }
 

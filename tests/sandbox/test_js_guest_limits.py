@@ -109,6 +109,24 @@ def test_memory_limit_is_terminal_even_when_caught(program: str) -> None:
     assert outcome.error == MEMORY
 
 
+def test_a_replaced_array_buffer_runs_no_code_in_the_heap_probe_and_hides_no_oom() -> None:
+    # The probe that tells a heap near its limit allocates an ArrayBuffer after every
+    # slice. It uses the constructor captured before the program ran: a replaced global
+    # one neither runs (program code inside the guest's own polling, outside the program's
+    # compute slices) nor keeps the probe from failing.
+    counted = (
+        "let n = 0; globalThis.ArrayBuffer = function () { n++; return {} };"
+        " await tools.echo({}); await tools.echo({}); return n"
+    )
+    assert drive(counted).value == 0
+    hidden = (
+        "globalThis.ArrayBuffer = function () { return {} };"
+        " const a = []; try { for (;;) a.push('x'.repeat(1000) + a.length) } catch {}"
+        " await tools.echo({}); return 'survived'"
+    )
+    assert drive(hidden, limits=SMALL).error == MEMORY
+
+
 def test_guest_is_usable_for_reporting_after_running_out() -> None:
     program = "console.log('before'); const a = []; for (;;) a.push('x'.repeat(1000) + a.length)"
     outcome = drive(program, limits=SMALL)
