@@ -402,25 +402,42 @@
     return ErrorClass;
   }
 
+  // A binding behaves as an async function (and is one to `Object.prototype.toString`
+  // and the inspector: its prototype is AsyncFunction.prototype) but is a plain function
+  // returning the call's promise: the program's `await` then resumes in the job that
+  // settles it. An async function awaiting that promise cost one more job per sub-call
+  // (a QuickJS entry and its time-limit set-up), and returning it from an async function
+  // two more (a thenable job through the guarded `then`). Whatever an async function
+  // would throw is a rejection instead, as its promise would be.
+  function callBinding(name, ErrorClass, head, args) {
+    if (flags !== 0) throw doomed();
+    const raw = stackGet(new OrigError());  // where the program called the tool
+    const sites = isRaw(raw) ? raw.sites : [];
+    // `tools.job_list()` means "no arguments", as it does in Python.
+    const json = args === undefined ? "{}" : toJson(args);
+    if (json === undefined) {
+      throw new OrigTypeError(`${BAD_ARGS}: ${describeProblem("arguments", "pass")}`);
+    }
+    const id = ++nextCallId;
+    return new OrigPromise((resolve, reject) => {
+      pending[id] = { resolve, reject, name, ErrorClass, sites };
+      outstanding += 1;
+      push(outbox, [id, head, json]);
+    });
+  }
+
   function makeBinding(globalName, name, ErrorClass) {
-    const binding = async function (args) {
-      if (flags !== 0) throw doomed();
-      const raw = stackGet(new OrigError());  // where the program called the tool
-      const sites = isRaw(raw) ? raw.sites : [];
-      // `tools.job_list()` means "no arguments", as it does in Python.
-      const json = args === undefined ? "{}" : toJson(args);
-      if (json === undefined) {
-        throw new OrigTypeError(`${BAD_ARGS}: ${describeProblem("arguments", "pass")}`);
+    // The call's names as the poll writes them, made once per binding.
+    const head = `${JSONStringify(globalName)},${JSONStringify(name)}`;
+    // An arrow function: neither constructible nor with a `prototype`, as an async one.
+    const binding = (args) => {
+      try {
+        return callBinding(name, ErrorClass, head, args);
+      } catch (error) {
+        return new OrigPromise((_, reject) => reject(error));
       }
-      const id = ++nextCallId;
-      // Awaited, not returned: an async function returning a promise resolves its own
-      // through a thenable job and the guarded `then` (two more jobs per sub-call).
-      return await new OrigPromise((resolve, reject) => {
-        pending[id] = { resolve, reject, name, ErrorClass, sites };
-        outstanding += 1;
-        push(outbox, [id, globalName, name, json]);
-      });
     };
+    ObjectSetPrototypeOf(binding, AsyncFunctionPrototype);
     ObjectDefineProperty(binding, "name", { value: name });
     return binding;
   }
@@ -661,9 +678,9 @@
     push(out, '],"calls":[');
     for (let i = 0; i < outbox.length; i++) {
       const call = outbox[i];
-      push(out, `${i ? "," : ""}[${call[0]},${JSONStringify(call[1])},${JSONStringify(call[2])}]`);
+      push(out, `${i ? "," : ""}[${call[0]},${call[1]}]`);
       push(args, "\u0001");
-      push(args, call[3]);
+      push(args, call[2]);
     }
     outbox.length = 0;
     push(out, '],"state":');

@@ -280,9 +280,26 @@ class _CountingContext:
         return getattr(self._ctx, name)
 
 
-def test_an_awaited_sequential_call_costs_two_microtask_jobs() -> None:
-    # The binding awaits its promise instead of returning it from an async function
-    # (which resolves through a thenable job and the guarded `then`: three jobs).
+def test_a_binding_behaves_as_an_async_function() -> None:
+    # A plain function returning the call's promise, dressed as an async function: not
+    # constructible, no `prototype`, and what an async function would throw (arguments
+    # that are not lossless JSON) is a rejected promise, not a synchronous throw.
+    program = """
+    const p = tools.echo({ big: 1n });
+    const rejected = await p.then(() => "resolved", (e) => `${e.name}: ${e.message}`);
+    let constructed;
+    try { new tools.echo({}); constructed = "yes"; } catch (e) { constructed = e.name; }
+    return [p instanceof Promise, rejected.startsWith("TypeError: binding arguments must be"),
+            constructed, "prototype" in tools.echo, tools.echo.length,
+            Object.getPrototypeOf(tools.echo) === Object.getPrototypeOf(async () => {})]
+    """
+    assert drive(program).value == [True, True, "TypeError", False, 1, True]
+
+
+def test_an_awaited_sequential_call_costs_one_microtask_job() -> None:
+    # The binding returns its promise (no async function of its own, which awaiting it
+    # cost one more job, and returning it from one two more: a thenable job through the
+    # guarded `then`): the program's `await` resumes in the job that settles the call.
     guest = JsGuest(JsLimits())
     counting = _CountingContext(guest._ctx)
     guest._ctx = counting
@@ -293,7 +310,7 @@ def test_an_awaited_sequential_call_costs_two_microtask_jobs() -> None:
         for pending in guest.pending_calls():
             guest.resolve(pending.id, pending.args_json)
     assert guest.state == GuestDone("4950")
-    assert counting.jobs - first <= 2 * 100 + 1
+    assert counting.jobs - first <= 100 + 1
 
 
 def test_rejection_is_a_tool_call_error_with_fields() -> None:
