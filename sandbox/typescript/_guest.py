@@ -86,7 +86,8 @@ STALLED: Final = "worker exited with code 0 before completing"
 _OP_FLAGS, _OP_INSTALL, _OP_RUN, _OP_SETTLE, _OP_POLL, _OP_FIRE_TIMER, _OP_FORBIDDEN = range(7)
 _FLAG_OOM, _FLAG_OUTPUT, _FLAG_RECURSION, _FLAG_FORBIDDEN = 1, 2, 4, 8
 _STACK_TRACE_LIMIT = 64  # prelude frames count too; only program frames are shown
-_HOUSEKEEPING_SECONDS = 5.0  # flags/poll run under their own limit, charged as busy time
+_HOUSEKEEPING_SECONDS = 5.0  # the prelude's own set-up runs under this limit
+_NO_TIME_LIMIT = -1.0  # flags/poll/forbidden (``_housekeeping``), charged as busy time
 _JOBS_BETWEEN_FLAG_CHECKS = 256
 _CHEAP_MARGIN_S = 1.0  # below this much budget left, ``_remaining`` reads the clock
 _meta_decoder = msgspec.json.Decoder()
@@ -361,7 +362,12 @@ class JsGuest:
             raise _Stop from None
 
     def _housekeeping(self, op: int, *args: Any) -> Any:
-        self._ctx.set_time_limit(_HOUSEKEEPING_SECONDS)
+        # These ops run no program code: every global they use was captured before the
+        # program ran (the heap probe's ArrayBuffer too) and what they serialise is the
+        # prelude's own strings, so no time limit. With one, QuickJS reads the process
+        # clock (a system call) on every call in, and every sub-call's slice ends in a
+        # poll.
+        self._ctx.set_time_limit(_NO_TIME_LIMIT)
         return self._host(op, *args)
 
     def _timeout_message(self) -> str:
