@@ -36,13 +36,15 @@ run that are reused from one sub-call to the next (spawning a task per sub-call 
 than the rest of the driver's bookkeeping; there are never more body workers than bodies
 that overlapped, and workers end when the run drains). A worker that pumped runs the last
 body it started itself (earlier ones go to other workers before the lane's next ordered
-stage, so no body waits for another call's stage). An exclusive body runs in the lane,
-since nothing else may start or commit until it has committed. The program's own tasks
-never run a stage or a body: cancelling one (a program's timeout, the run's end) only
-detaches it from its call, which still runs, commits and is logged. A settle event whose
-session is a built-in log (``append`` never yields) and that has no
-``tools/code-dispatch-log`` listener is appended in the lane right after the program got
-its value, so such an append is in effect synchronous with the settle.
+stage, so no body waits for another call's stage), and stops starting while workers
+whose bodies settled have yet to look at the lane: each of those starts the next call
+and runs its body itself (a fan-out's wave reuses its workers). An exclusive body runs
+in the lane, since nothing else may start or commit until it has committed. The
+program's own tasks never run a stage or a body: cancelling one (a program's timeout,
+the run's end) only detaches it from its call, which still runs, commits and is logged.
+A settle event whose session is a built-in log (``append`` never yields) and that has
+no ``tools/code-dispatch-log`` listener is appended in the lane right after the program
+got its value, so such an append is in effect synchronous with the settle.
 """
 
 from __future__ import annotations
@@ -393,6 +395,9 @@ class SubDispatchDriver:
         self._kicked = False
         # Bodies handed to a worker that has not begun them yet.
         self._handed = 0
+        # Workers whose body settled and that have not looked at the lane yet: each will
+        # take it (or find it held) and start a body it then runs itself.
+        self._returning = 0
         self._loop = _asyncio_loop()
         # Set by a log append that settles while the lane waits on backpressure.
         self._logs_flag: _Flag | None = None
@@ -519,9 +524,18 @@ class SubDispatchDriver:
             entry = job
         while entry is not None:
             await self._body(entry)
-            if time.perf_counter() >= self._slice_end:
-                await self._breathe()
-            entry = await self._pump() if not self._busy else None
+            # Until it looks at the lane, this worker is one that will (``_returning``).
+            self._returning += 1
+            looked = False
+            try:
+                if time.perf_counter() >= self._slice_end:
+                    await self._breathe()
+                looked = True
+                self._returning -= 1
+                entry = await self._pump() if not self._busy else None
+            finally:
+                if not looked:
+                    self._returning -= 1
 
     async def _breathe(self) -> None:
         """Let the event loop run, then start a new slice (``_LANE_SLICE_S``)."""
@@ -582,6 +596,14 @@ class SubDispatchDriver:
                                 self._hand_off(head)
                             else:
                                 held = head
+                                if self._returning:
+                                    # Workers whose bodies settled will take the lane
+                                    # next and start the calls after this one, each in
+                                    # its own task: handing those bodies to new tasks
+                                    # instead cost a task per sub-call of a fan-out's
+                                    # wave (all of a wave's workers settle before the
+                                    # first one takes the lane), and started them later.
+                                    break
                         continue
                 break
         finally:

@@ -117,6 +117,42 @@ async def test_a_sequential_sub_call_costs_no_loop_iteration() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_fan_out_s_workers_start_the_next_bodies_themselves() -> None:
+    # 60 calls of 5 ms at cap 6: ten waves. Every worker of a wave settles before the
+    # first takes the lane; that one commits and starts one call, and each of the others
+    # starts the next in its own task. The first used to start the whole next wave and
+    # hand all but one of its bodies to new tasks: a task per sub-call. Counted on the
+    # running loop.
+    loop = asyncio.get_running_loop()
+    created = 0
+    original = loop.create_task
+
+    def counting(coro: Any, **kwargs: Any) -> Any:
+        nonlocal created
+        created += 1
+        return original(coro, **kwargs)
+
+    async def program(tools: Any, print: Any) -> Any:
+        nonlocal created
+        gathered = [tools.nap({"id": str(i), "ms": 5}) for i in range(60)]
+        created = 0
+        return await asyncio.gather(*gathered)
+
+    rt, _ = code_rt(program)
+    rt.max_parallel_sub_calls = 6
+    rt.register(sleep_tool("nap"))
+    loop.create_task = counting  # type: ignore[method-assign]
+    try:
+        result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    finally:
+        del loop.create_task  # type: ignore[method-assign]
+    assert result.value["result"] == [str(i) for i in range(60)]
+    # The program's gather makes 60; the driver one worker per body running at once
+    # (6), and a few pumps.
+    assert created <= 60 + 6 + 6
+
+
+@pytest.mark.anyio
 async def test_timings_are_non_negative_milliseconds_with_three_decimals() -> None:
     async def program(tools: Any, print: Any) -> Any:
         return await asyncio.gather(*(tools.nap({"id": str(i), "ms": 2}) for i in range(5)))
