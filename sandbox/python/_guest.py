@@ -182,6 +182,9 @@ class _Run:
         self.errors: dict[tuple[str, str], type[Exception]] = {}
         self.members: dict[type[Exception], str] = {}
         self.outbox: list[bytearray] = []
+        # How many queued calls leave at once before this loop iteration ends
+        # (``queue_call``): 1, then doubling; back to 1 once the iteration's flush ran.
+        self.chunk = 1
         # Tool calls created but not (yet) started, per label: summed up at the end.
         self.unawaited: dict[str, int] = {}
         self.terminating = False
@@ -208,15 +211,28 @@ class _Run:
         self.bridge.send(LogFrame(text=text))
 
     def queue_call(self, data: bytearray) -> None:
-        """Send a call frame at the end of this loop iteration, with its siblings.
+        """Send a call frame soon, with its siblings of this loop iteration.
 
-        A ``gather`` of 100 calls then costs one write and one host wake-up instead of
-        100; the program still cannot observe the difference, since nothing it awaits
-        can resolve before the loop runs again.
+        Sent in chunks that double (the first call at once, then 2, 4, 8...; the rest at
+        the end of the iteration): a ``gather`` of 100 calls costs seven writes, not 100
+        host wake-ups, and the host starts the first calls while this iteration still
+        makes the others (all in one write at the iteration's end had the first call
+        wait for the hundredth: ~3 ms of every fan-out here). The program cannot observe
+        when a call leaves, since nothing it awaits can resolve before the loop runs
+        again.
         """
-        if not self.outbox:
-            self.loop.call_soon(self.flush_calls)
-        self.outbox.append(data)
+        outbox = self.outbox
+        if not outbox and self.chunk == 1:
+            self.loop.call_soon(self.end_iteration)
+        outbox.append(data)
+        if len(outbox) >= self.chunk:
+            self.flush_calls()
+            self.chunk *= 2
+
+    def end_iteration(self) -> None:
+        """Send what this loop iteration's calls left queued; chunks start over."""
+        self.chunk = 1
+        self.flush_calls()
 
     def idle(self) -> bool:
         """Whether nothing in this worker can run before a binding result arrives: no

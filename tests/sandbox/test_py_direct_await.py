@@ -49,6 +49,15 @@ class _CountingBridge(WorkerBridge):
     def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
         super().__init__(sock, max_frame_bytes)
         self.direct_waits = 0
+        self.frames_per_write: list[int] = []
+
+    def send_raw(self, data: bytes | bytearray) -> None:
+        frames, view = 0, memoryview(data)
+        while view:
+            frames += 1
+            view = view[4 + int.from_bytes(view[:4], "big") :]
+        self.frames_per_write.append(frames)
+        super().send_raw(data)
 
     def wait_now(self) -> None:
         self.direct_waits += 1
@@ -80,9 +89,12 @@ def _host(sock: socket.socket, seen: list[dict[str, Any]], done: list[Any]) -> N
             sock.sendall(out)
 
 
-def _run(program: str) -> tuple[dict[str, Any], list[dict[str, Any]], int, int]:
+def _run(
+    program: str, writes: list[int] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]], int, int]:
     """Run ``program`` in an in-process guest: its done frame, the calls the host saw, how
-    many times the loop waited in its selector and how many direct waits there were."""
+    many times the loop waited in its selector and how many direct waits there were
+    (``writes``, when given, gets the number of frames of each write the worker made)."""
     worker, host = socket.socketpair()
     seen: list[dict[str, Any]] = []
     done: list[Any] = []
@@ -111,6 +123,8 @@ def _run(program: str) -> tuple[dict[str, Any], list[dict[str, Any]], int, int]:
         bridge = _CountingBridge(worker, 1 << 20)
         _guest._Run(frame, bridge, loop).execute()
         thread.join(10)
+        if writes is not None:
+            writes += bridge.frames_per_write
     finally:
         loop.close()
         worker.close()
@@ -139,15 +153,22 @@ def test_a_failed_call_raises_the_binding_error_on_the_direct_path() -> None:
     assert (blocked, direct) == (0, 1)
 
 
-def test_a_gather_goes_through_the_loop_and_sends_its_calls_together() -> None:
+def test_a_gather_goes_through_the_loop_and_sends_its_calls_in_doubling_chunks() -> None:
+    # The first call leaves at once (the host starts it while the gather makes the rest),
+    # then 2, 4, 8, 16, 32 at a time, the rest at the end of the loop iteration: seven
+    # writes for 100 calls, not one per call (a host wake-up each), nor one at the end
+    # (the first call waiting for the hundredth).
+    writes: list[int] = []
     done, seen, _, direct = _run(
         "import asyncio\n"
-        "rs = await asyncio.gather(*[tools.echo({'i': i}) for i in range(20)])\n"
-        "return [r['i'] for r in rs]\n"
+        "rs = await asyncio.gather(*[tools.echo({'i': i}) for i in range(100)])\n"
+        "return [r['i'] for r in rs]\n",
+        writes,
     )
-    assert done["value"] == list(range(20))
-    assert len(seen) == 20
+    assert done["value"] == list(range(100))
+    assert [call["args"]["i"] for call in seen] == list(range(100))
     assert direct == 0
+    assert writes[:7] == [1, 2, 4, 8, 16, 32, 37]
 
 
 def test_a_task_that_is_ready_runs_while_a_call_is_out() -> None:
