@@ -526,16 +526,12 @@ class SubDispatchDriver:
             await self._body(entry)
             # Until it looks at the lane, this worker is one that will (``_returning``).
             self._returning += 1
-            looked = False
             try:
                 if time.perf_counter() >= self._slice_end:
                     await self._breathe()
-                looked = True
-                self._returning -= 1
-                entry = await self._pump() if not self._busy else None
             finally:
-                if not looked:
-                    self._returning -= 1
+                self._returning -= 1
+            entry = await self._pump() if not self._busy else None
 
     async def _breathe(self) -> None:
         """Let the event loop run, then start a new slice (``_LANE_SLICE_S``)."""
