@@ -45,6 +45,7 @@ class ToolExecution:
         "_deferred",
         "_finalizer",
         "_frozen",
+        "_stamp",
         "_tool",
         "agent",
         "arguments",
@@ -73,8 +74,10 @@ class ToolExecution:
     _concludes: bool
     _finalizer: Callable[[Any, Any], Any] | None
     _canonical: list[Any]
-    # The definition resolved for this call (None: unknown, or collapsed away).
+    # The definition resolved for this call (None: unknown, or collapsed away), and the
+    # registry version it was resolved at (stage 7 reuses it while the version holds).
     _tool: ToolDefinition | None
+    _stamp: int
 
     def __init__(
         self,
@@ -89,6 +92,7 @@ class ToolExecution:
         finalizer: Callable[[Any, Any], Any] | None,
         tool: ToolDefinition | None = None,
         queued_at: float | None = None,
+        stamp: int = -1,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "_frozen", False)
@@ -108,6 +112,7 @@ class ToolExecution:
         set_(self, "_finalizer", finalizer)
         set_(self, "_canonical", [])
         set_(self, "_tool", tool)
+        set_(self, "_stamp", stamp)
 
     def __setattr__(self, key: str, value: Any) -> None:
         # Only the signal is replaceable (by tools/execute wrappers), and only until the
@@ -188,6 +193,7 @@ def new_run_context(
     finalizer: Callable[[Any, Any], Any] | None,
     tool: ToolDefinition | None,
     queued_at: float | None,
+    stamp: int = -1,
 ) -> ToolRunContext:
     """A ``ToolRunContext`` as ``ToolRunContext(...)`` makes it, for the pipeline's hot
     path: its ``__init__`` sets 17 slots through ``object.__setattr__`` (2.3 µs per
@@ -211,5 +217,6 @@ def new_run_context(
     self._finalizer = finalizer
     self._canonical = []
     self._tool = tool
+    self._stamp = stamp
     self.__class__ = ToolRunContext  # type: ignore[assignment]
     return self

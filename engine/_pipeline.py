@@ -44,6 +44,7 @@ import msgspec
 
 from ._errors import ToolNotFoundError
 from ._execution import ToolExecution, ToolRunContext, new_run_context
+from ._registry import RUN_CODE_NAME
 from ._results import (
     aborted_before_dispatch_result,
     aborted_result,
@@ -99,6 +100,9 @@ class Settled(msgspec.Struct, frozen=True):
 Gate = Dispatch | Settled
 """What ``prepare`` decided: run the body, or a result already settled."""
 
+Resolved = tuple[ToolDefinition | None, int]
+"""A definition and the registry version it was resolved at (``ToolRuntime.classify``)."""
+
 
 _ALLOW = Allow()
 _ACCEPT = Accept()
@@ -125,7 +129,9 @@ class Pipeline:
 
     # ---------------------------------------------------------------- stage 1
 
-    def _create(self, input_: ToolExecutionInput) -> Settled | ToolRunContext:
+    def _create(
+        self, input_: ToolExecutionInput, resolved: Resolved | None = None
+    ) -> Settled | ToolRunContext:
         """Materialise ``input_``; return a ready execution or a final result."""
         name = input_.name
         agent = input_.agent
@@ -133,10 +139,22 @@ class Pipeline:
         signal = input_.signal
         if not isinstance(signal, AbortSignal):
             raise TypeError("ToolExecutionInput.signal must be an AbortSignal")
-        visible = self._registry.get(name, agent)
-        collapsed = visible is not None and self._registry.collapses(
-            name, agent, parent is not None
-        )
+        registry = self._registry
+        stamp = registry._version
+        if (
+            resolved is not None
+            and resolved[1] == stamp
+            and parent is not None
+            and name != RUN_CODE_NAME
+        ):
+            # The sub-dispatch driver classified this nested call at this very registry
+            # version: its definition is the one a look-up returns now (a nested call
+            # never collapses), without a second look-up.
+            visible: ToolDefinition | None = resolved[0]
+            collapsed = False
+        else:
+            visible = registry.get(name, agent)
+            collapsed = visible is not None and registry.collapses(name, agent, parent is not None)
         finalizer = visible.finalize_content if visible is not None else None
         if collapsed and not signal.aborted:
             finalizer = None
@@ -166,6 +184,7 @@ class Pipeline:
             # post-execute value replacements) and per-tool policies read this one.
             None if collapsed else visible,
             input_.queued_at,
+            stamp,
         )
         if failure is not None:
             return Settled(exec_, failure, post_execute=False)
@@ -218,12 +237,18 @@ class Pipeline:
         except Exception as exc:
             return Settled(exec_, error_result(exc), post_execute=False)
 
-    def prepare_now(self, input_: ToolExecutionInput) -> Gate | None:
+    def prepare_now(
+        self, input_: ToolExecutionInput, resolved: Resolved | None = None
+    ) -> Gate | None:
         """``prepare`` without a coroutine when no ``tools/pre-execute`` listener is
-        registered (then nothing in stages 1-6 can wait); ``None`` when one is."""
+        registered (then nothing in stages 1-6 can wait); ``None`` when one is.
+
+        ``resolved``: the definition the caller resolved for this nested call and the
+        registry version it did so at (``ToolRuntime.classify``), reused while that
+        version holds."""
         if self._hooks.has("tools/pre-execute"):
             return None
-        created = self._create(input_)
+        created = self._create(input_, resolved)
         if isinstance(created, Settled):
             return created
         exec_ = created
@@ -316,10 +341,15 @@ class Pipeline:
         try:
             # The one re-resolution: the body is the definition registered *now*, after
             # pre-execute listeners and wrappers had their chance to (un)register it.
-            tool = self._registry.resolve_execution(
-                exec_.name, exec_.agent, exec_.parent is not None
-            )
-            exec_._set("_tool", tool)
+            # Unless the registry changed since stage 1 (its version), that is the
+            # definition stage 1 resolved (``run_code``'s alone also follows the code
+            # runtime, so it is looked up again).
+            registry = self._registry
+            tool = exec_._tool
+            if tool is None or exec_._stamp != registry._version or exec_.name == RUN_CODE_NAME:
+                tool = registry.resolve_execution(exec_.name, exec_.agent, exec_.parent is not None)
+                exec_._set("_tool", tool)
+                exec_._set("_stamp", registry._version)
             if tool is None:
                 raise ToolNotFoundError(f'unknown tool "{exec_.name}"')
             exec_._set("_body_invoked", True)

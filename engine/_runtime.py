@@ -178,20 +178,21 @@ class ToolRuntime:
         """``"parallel"`` only when the resolved tool's classifier returns exactly True."""
         return self.classify(input_)[0]
 
-    def classify(self, input_: ToolExecutionInput) -> tuple[str, ToolDefinition | None]:
-        """``execution_mode`` and the definition it classified with (engine-internal: the
-        sub-dispatch driver reuses it for the call's start event instead of a second
-        look-up)."""
-        tool = self._registry.resolve_execution(
-            input_.name, input_.agent, input_.parent is not None
-        )
+    def classify(self, input_: ToolExecutionInput) -> tuple[str, ToolDefinition | None, int]:
+        """``execution_mode``, the definition it classified with and the registry version
+        it was resolved at (engine-internal: the sub-dispatch driver reuses the definition
+        for the call's start event, and the pipeline's stage 1 while the version holds,
+        instead of looking it up again)."""
+        registry = self._registry
+        stamp = registry._version
+        tool = registry.resolve_execution(input_.name, input_.agent, input_.parent is not None)
         if tool is None or tool.is_concurrency_safe is None:
-            return "exclusive", tool
+            return "exclusive", tool, stamp
         try:
             safe = tool.is_concurrency_safe(input_.arguments) is True
         except Exception:
-            return "exclusive", tool
-        return ("parallel" if safe else "exclusive"), tool
+            return "exclusive", tool, stamp
+        return ("parallel" if safe else "exclusive"), tool, stamp
 
     # --------------------------------------------------------------- execution
 

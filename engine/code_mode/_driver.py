@@ -309,6 +309,7 @@ class _Entry:
         "settle",
         "settled",
         "settled_at",
+        "stamp",
         "started_at",
         "sub_call_id",
         "tool",
@@ -341,7 +342,9 @@ class _Entry:
         self.started_at: float | None = None
         self.settled_at: float | None = None
         self.in_flight_at_start = 0
+        # The definition and registry version ``classify`` resolved (``_may_start``).
         self.tool: ToolDefinition | None = None
+        self.stamp = -1
 
 
 def _ms(seconds: float) -> float:
@@ -620,7 +623,7 @@ class SubDispatchDriver:
     def _may_start(self, entry: _Entry) -> bool:
         if self._exclusive_active:
             return False
-        mode, entry.tool = self._rt.classify(entry.input)
+        mode, entry.tool, entry.stamp = self._rt.classify(entry.input)
         if mode == "exclusive":
             entry.exclusive = True
             return self._in_flight == 0
@@ -685,7 +688,7 @@ class SubDispatchDriver:
                 self._append_sync(sealed(event))
             else:
                 await self._append(sealed(event))
-        gate = self._pipeline.prepare_now(entry.input)
+        gate = self._pipeline.prepare_now(entry.input, (entry.tool, entry.stamp))
         if gate is None:
             gate = await self._pipeline.prepare(entry.input)
         if isinstance(gate, Settled):

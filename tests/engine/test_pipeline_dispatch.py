@@ -20,6 +20,7 @@ from codemode.engine import (
     ToolRuntime,
     text,
 )
+from codemode.engine._pipeline import Dispatch
 
 # --- signal replacement and fusion -----------------------------------------------------
 
@@ -406,6 +407,61 @@ async def test_body_is_the_definition_registered_at_dispatch_time() -> None:
     rt.on("tools/pre-execute", swap)
     result = await rt.execute(call())
     assert result.value == "new"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_swap_between_the_phases_runs_the_new_body_with_no_listener() -> None:
+    # No listener, so stage 1's definition is reused at stage 7 while the registry's
+    # version holds: a swap in between (a scheduler's other call) must still be seen.
+    rt = ToolRuntime()
+
+    async def old(_a: Any, _e: Any) -> Any:
+        return "old"
+
+    async def new(_a: Any, _e: Any) -> Any:
+        return "new"
+
+    dispose = rt.register(echo_tool(body=old))
+    pipeline = rt.pipeline
+    kept = pipeline.prepare_now(call(call_id="kept"))
+    swapped = pipeline.prepare_now(call(call_id="swapped"))
+    assert isinstance(kept, Dispatch) and isinstance(swapped, Dispatch)
+    first = pipeline.commit_now(await pipeline.run(kept))
+    dispose()
+    rt.register(echo_tool(body=new))
+    second = pipeline.commit_now(await pipeline.run(swapped))
+    assert first is not None and first.value == "old"  # type: ignore[union-attr]
+    assert second is not None and second.value == "new"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_resolution_hint_from_an_older_registry_version_is_ignored() -> None:
+    rt = ToolRuntime()
+
+    async def old(_a: Any, _e: Any) -> Any:
+        return "old"
+
+    async def new(_a: Any, _e: Any) -> Any:
+        return "new"
+
+    dispose = rt.register(echo_tool(body=old))
+    nested = call(parent=object())
+    mode, tool, stamp = rt.classify(nested)
+    assert mode == "exclusive"  # echo_tool declares no classifier
+    assert tool is not None
+    dispose()
+    rt.register(echo_tool(body=new))
+    # Stage 1 looks the definition up again (the hint's version is past), and so does
+    # stage 7: the body and the output validation are the new definition's.
+    gate = rt.pipeline.prepare_now(nested, (tool, stamp))
+    assert isinstance(gate, Dispatch)
+    assert gate.exec._tool is not tool
+    result = rt.pipeline.commit_now(await rt.pipeline.run(gate))
+    assert result is not None and result.value == "new"  # type: ignore[union-attr]
+    # At the current version the hint is taken as it is.
+    _mode, tool, stamp = rt.classify(nested)
+    gate = rt.pipeline.prepare_now(nested, (tool, stamp))
+    assert isinstance(gate, Dispatch) and gate.exec._tool is tool
 
 
 @pytest.mark.anyio
