@@ -320,9 +320,18 @@ class Registry:
         Guards are iterated live (by index) so a guard registered by a guard runs in the
         same pass.
         """
+        agent = exec_.agent
+        if not self.global_layer.guards:
+            # No guard anywhere on the chain (the common case): nothing to build a list
+            # of layers for (and no guard to register another during the pass).
+            node = agent
+            while node is not None and not node._layer.guards:
+                node = node.parent
+            if node is None:
+                return None
         layers = [self.global_layer]
-        if exec_.agent is not None:
-            layers += [s._layer for s in exec_.agent.chain()]
+        if agent is not None:
+            layers += [s._layer for s in agent.chain()]
         for layer in layers:
             i = 0
             while i < len(layer.guards):
