@@ -158,24 +158,12 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
     # Anything unusual (subclasses, lossy floats, deep nesting, cycles) raises _Slow and
     # the iterative path redoes the work with precise error paths.
     t = type(value)
-    if t is str or value is None or t is bool:
-        return value
-    if t is int:
-        if -_MAX_FLOAT_INT <= value <= _MAX_FLOAT_INT:
-            return value
-        raise _Slow
-    if t is float:
-        if (
-            value != value
-            or value in (math.inf, -math.inf)
-            or (value == 0.0 and math.copysign(1.0, value) < 0)
-        ):
-            raise _Slow
-        return value
-    if depth > _FAST_DEPTH:
-        raise _Slow
+    # Containers first: a top-level snapshot is nearly always one, and a container's
+    # leaves are handled inline below (a call per leaf costs more than the copy).
     if t is dict or t is FrozenDict:
-        if freeze and t is FrozenDict and _is_sealed(value):
+        if depth > _FAST_DEPTH:
+            raise _Slow
+        if freeze and t is FrozenDict and getattr(value, "_sealed", False) is True:
             return value
         out: dict[str, Any] = {}
         for key, child in value.items():
@@ -201,7 +189,9 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
         frozen_d._digest = None
         return frozen_d
     if t is list or t is FrozenList:
-        if freeze and t is FrozenList and _is_sealed(value):
+        if depth > _FAST_DEPTH:
+            raise _Slow
+        if freeze and t is FrozenList and getattr(value, "_sealed", False) is True:
             return value
         items = [
             child if type(child) is str else _fast(child, freeze, depth + 1) for child in value
@@ -212,6 +202,20 @@ def _fast(value: Any, freeze: bool, depth: int) -> Any:
         frozen_l._sealed = True
         frozen_l._digest = None
         return frozen_l
+    if t is str or value is None or t is bool:
+        return value
+    if t is int:
+        if -_MAX_FLOAT_INT <= value <= _MAX_FLOAT_INT:
+            return value
+        raise _Slow
+    if t is float:
+        if (
+            value != value
+            or value in (math.inf, -math.inf)
+            or (value == 0.0 and math.copysign(1.0, value) < 0)
+        ):
+            raise _Slow
+        return value
     raise _Slow
 
 
