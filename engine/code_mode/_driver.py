@@ -295,11 +295,13 @@ class _Workers:
 
 class _Entry:
     __slots__ = (
+        "args_big",
         "arguments",
         "committed",
         "dispatch",
         "done",
         "exclusive",
+        "head",
         "in_flight_at_start",
         "input",
         "log_arguments",
@@ -345,6 +347,10 @@ class _Entry:
         # The definition and registry version ``classify`` resolved (``_may_start``).
         self.tool: ToolDefinition | None = None
         self.stamp = -1
+        # Shared by the two session events: their head fields, and whether the
+        # arguments are known to be over the log's bound (None: not looked at yet).
+        self.head: tuple[str, str, str, str, Any] | None = None
+        self.args_big: bool | None = None
 
 
 def _ms(seconds: float) -> float:
@@ -800,28 +806,36 @@ class SubDispatchDriver:
         the dict way (not a memory log, presentation cards, over the bound...)."""
         append = self._append_encoded
         tool = entry.tool
-        if (
-            append is None
-            or (tool is not None and tool.present_call is not None)
-            or too_big(entry.log_arguments, self._log_cap)
-        ):
+        if append is None or (tool is not None and tool.present_call is not None):
+            return False
+        big = entry.args_big = too_big(entry.log_arguments, self._log_cap)
+        if big:
             return False
         t0 = self._t0
         assert entry.started_at is not None
-        timing = StartTiming(_ms(entry.queued_at - t0), _ms(entry.started_at - t0), self._in_flight)
+        # ``_ms`` inline: six clock readings per sub-call.
+        timing = StartTiming(
+            round((entry.queued_at - t0) * 1_000_000) / 1000,
+            round((entry.started_at - t0) * 1_000_000) / 1000,
+            self._in_flight,
+        )
         body = encode(StartEvent(*self._event_head(entry), timing=timing))
         return body is not None and self._stored(append, body, "tool/code-dispatch-start")
 
     def _event_head(self, entry: _Entry) -> tuple[str, str, str, str, Any]:
-        """The fields both of ``entry``'s events start with (``_events._Head``)."""
-        outer = self._outer
-        return (
-            outer.root_call_id,
-            outer.call_id,
-            entry.sub_call_id,
-            entry.name,
-            entry.log_arguments,
-        )
+        """The fields both of ``entry``'s events start with (``_events._Head``), made
+        once per entry."""
+        head = entry.head
+        if head is None:
+            outer = self._outer
+            head = entry.head = (
+                outer.root_call_id,
+                outer.call_id,
+                entry.sub_call_id,
+                entry.name,
+                entry.log_arguments,
+            )
+        return head
 
     def _append_settle(
         self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
@@ -830,19 +844,23 @@ class SubDispatchDriver:
         as the dict ``_settle_event`` makes."""
         append = self._append_encoded
         tool = self._settled_tool(entry)
+        cap = self._log_cap
+        args_big = entry.args_big
+        if args_big is None:
+            args_big = entry.args_big = too_big(entry.log_arguments, cap)
         if (
             append is not None
             and (tool is None or tool.present_result is None)
-            and not too_big(entry.log_arguments, self._log_cap)
-            and not too_big(content, self._log_cap)
+            and not args_big
+            and not too_big(content, cap)
         ):
             t0 = self._t0
             started, settled = entry.started_at, entry.settled_at
             timing = SettleTiming(
-                _ms(entry.queued_at - t0),
-                None if started is None else _ms(started - t0),
-                None if settled is None else _ms(settled - t0),
-                _ms(committed - t0),
+                round((entry.queued_at - t0) * 1_000_000) / 1000,
+                None if started is None else round((started - t0) * 1_000_000) / 1000,
+                None if settled is None else round((settled - t0) * 1_000_000) / 1000,
+                round((committed - t0) * 1_000_000) / 1000,
                 entry.in_flight_at_start,
             )
             body = encode(
