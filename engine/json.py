@@ -254,6 +254,8 @@ def snapshot(value: Any, *, freeze: bool = True, label: str = "value") -> Any:
     t = type(value)
     if freeze and (t is FrozenDict or t is FrozenList) and getattr(value, "_sealed", False) is True:
         return value
+    if t is str:
+        return value  # immutable and always lossless (many tools return a string)
     try:
         return _fast(value, freeze, 0)
     except (_Slow, RecursionError):
