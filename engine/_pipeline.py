@@ -324,9 +324,10 @@ class Pipeline:
     async def _dispatch_body(self, exec_: ToolRunContext) -> ToolExecutionResult:
         wrapper_signal = exec_.signal
         caller_signal = exec_._caller_signal
-        if wrapper_signal is caller_signal:
+        linked = wrapper_signal is not caller_signal
+        if not linked:
             # No wrapper gave the body a signal of its own (the common case): nothing to
-            # link, nothing to dispose.
+            # link, swap in or dispose.
             if caller_signal.aborted:
                 return aborted_before_dispatch_result()
             signal, dispose = caller_signal, _no_op
@@ -337,7 +338,7 @@ class Pipeline:
             if signal.aborted:
                 dispose()
                 return aborted_before_dispatch_result()
-        object.__setattr__(exec_, "signal", signal)
+            object.__setattr__(exec_, "signal", signal)
         try:
             # The one re-resolution: the body is the definition registered *now*, after
             # pre-execute listeners and wrappers had their chance to (un)register it.
@@ -359,8 +360,11 @@ class Pipeline:
         except Exception as exc:
             return error_result(exc)
         finally:
-            dispose()
-            object.__setattr__(exec_, "signal", wrapper_signal)
+            if linked:
+                dispose()
+            # The wrapper's signal again (a body may have set one of its own).
+            if exec_.signal is not wrapper_signal:
+                object.__setattr__(exec_, "signal", wrapper_signal)
 
     def _normalize(self, exec_: ToolRunContext, result: object) -> ToolExecutionResult:
         if exec_._is_canonical(result):

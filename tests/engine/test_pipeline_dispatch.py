@@ -356,6 +356,32 @@ async def test_a_retrying_wrapper_may_call_next_twice() -> None:
     assert len(attempts) == 2
 
 
+@pytest.mark.anyio
+async def test_a_signal_the_body_sets_does_not_outlive_the_body() -> None:
+    rt = ToolRuntime()
+    caller = AbortController()
+    own = AbortController()
+    seen: dict[str, Any] = {}
+
+    async def body(_args: Any, exec_: Any) -> Any:
+        seen["body"] = exec_.signal
+        exec_.signal = own.signal
+        return "x"
+
+    async def post(exec_: Any, _result: Any, next_: Any) -> Any:
+        seen["post"] = exec_.signal
+        return await next_()
+
+    rt.register(echo_tool(body=body))
+    rt.on("tools/post-execute", post)
+    result = await rt.execute(call(signal=caller.signal))
+    assert not result.is_error
+    # No wrapper: the body ran with the caller's signal itself, and after it the
+    # execution's signal is the caller's again.
+    assert seen["body"] is caller.signal
+    assert seen["post"] is caller.signal
+
+
 # --- body re-resolution -------------------------------------------------------------------
 
 
