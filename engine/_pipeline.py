@@ -125,6 +125,10 @@ class Pipeline:
     def __init__(self, registry: Registry, hooks: HookRegistry, approval: Any) -> None:
         self._registry = registry
         self._hooks = hooks
+        # The registry's listener lists by event (the same lists it registers into):
+        # ``self._listening[event]`` is ``hooks.has(event)`` without a call, which the
+        # hot path asks four times per call.
+        self._listening = hooks._entries
         self.approval = approval
 
     # ---------------------------------------------------------------- stage 1
@@ -216,7 +220,7 @@ class Pipeline:
             return Settled(exec_, aborted_before_dispatch_result(), post_execute=False)
         try:
             hooks = self._hooks
-            if hooks.has("tools/pre-execute"):
+            if self._listening["tools/pre-execute"]:
                 gate = await hooks.waterfall("tools/pre-execute", exec_.agent, (exec_,), _allow)
             else:
                 gate = _ALLOW
@@ -246,7 +250,7 @@ class Pipeline:
         ``resolved``: the definition the caller resolved for this nested call and the
         registry version it did so at (``ToolRuntime.classify``), reused while that
         version holds."""
-        if self._hooks.has("tools/pre-execute"):
+        if self._listening["tools/pre-execute"]:
             return None
         created = self._create(input_, resolved)
         if isinstance(created, Settled):
@@ -301,7 +305,7 @@ class Pipeline:
         """Run the ``tools/execute`` chain and the body."""
         exec_ = gate.exec
         try:
-            if self._hooks.has("tools/execute"):
+            if self._listening["tools/execute"]:
 
                 async def body() -> ToolExecutionResult:
                     return await self._dispatch_body(exec_)
@@ -414,7 +418,7 @@ class Pipeline:
     async def _post_execute(
         self, exec_: ToolRunContext, result: ToolExecutionResult
     ) -> ToolExecutionResult:
-        if not self._hooks.has("tools/post-execute"):
+        if not self._listening["tools/post-execute"]:
             decision: Any = _ACCEPT
         else:
             frozen = materialize(result) if not exec_._is_canonical(result) else result
@@ -506,8 +510,8 @@ class Pipeline:
         """``commit`` without a coroutine when neither a ``tools/post-execute`` listener nor
         a ``tools/result`` observer is registered (then nothing in stages 8-10 can wait);
         ``None`` when one is."""
-        hooks = self._hooks
-        if hooks.has("tools/post-execute") or hooks.has("tools/result"):
+        listening = self._listening
+        if listening["tools/post-execute"] or listening["tools/result"]:
             return None
         exec_ = settled.exec
         result = settled.result
