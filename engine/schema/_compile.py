@@ -540,11 +540,26 @@ def _shadow(node: Any, depth: int) -> Any:
     raise Undecided
 
 
+# The two sealed schemas looked up last and their checks, (schema, check, schema, check):
+# a call validates its arguments and then its value, so two identity tests answer most
+# look-ups before the cache's dictionary and its LRU upkeep. Sealed schemas only (the
+# same object is the same schema), held strongly (an id cannot be reused meanwhile), and
+# replaced as one tuple, so a reader in another thread never pairs one schema with
+# another's check.
+_recent: tuple[Any, Any, Any, Any] = (None, None, None, None)
+
+
 def validator_for(schema: Any) -> Check:
     """The compiled validator of ``schema``, from the cache when it is still valid there.
 
     May raise ``RecursionError`` when called near the recursion limit.
     """
+    global _recent
+    recent = _recent
+    if schema is recent[0] and schema is not None:
+        return recent[1]  # type: ignore[no-any-return]
+    if schema is recent[2] and schema is not None:
+        return recent[3]  # type: ignore[no-any-return]
     t = type(schema)
     if t is not dict and t is not FrozenDict:
         return compile_schema(schema)  # trivial: "any JSON" or undecided
@@ -556,10 +571,13 @@ def validator_for(schema: Any) -> Check:
                 _cache.move_to_end(key)
             except KeyError:  # evicted meanwhile by another thread
                 pass
+            if entry[0] is schema:
+                _recent = (schema, entry[2], recent[0], recent[1])
             return entry[2]
     check = compile_schema(schema)
     if t is FrozenDict and _is_sealed(schema):
         _cache[key] = (schema, None, check)
+        _recent = (schema, check, recent[0], recent[1])
     else:
         try:
             _cache[key] = (None, _shadow(schema, 0), check)
@@ -576,4 +594,6 @@ def validator_for(schema: Any) -> Check:
 
 def clear_cache() -> None:
     """Forget every compiled validator (tests; long-lived processes never need it)."""
+    global _recent
     _cache.clear()
+    _recent = (None, None, None, None)
