@@ -265,19 +265,25 @@ class WorkerBridge:
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
         start = time.perf_counter()
-        polled = self.spin.poll_first(lambda: poller.poll(0), timeout)[1] if spin else 0.0
+        answered, polled = (
+            self.spin.poll_first(lambda: poller.poll(0), timeout) if spin else (None, 0.0)
+        )
+        # Readable already when the polling saw data: no second poll to be told so.
+        readable = bool(answered)
         while True:
             if self.closed:
                 return None
-            wait_ms = -1
-            if deadline is not None:
-                wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
-            if not poller.poll(wait_ms):
-                if deadline is not None and time.monotonic() >= deadline:
-                    if spin:
-                        self.spin.ended(time.perf_counter() - start, polled, False)
-                    return []
-                continue
+            if not readable:
+                wait_ms = -1
+                if deadline is not None:
+                    wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+                if not poller.poll(wait_ms):
+                    if deadline is not None and time.monotonic() >= deadline:
+                        if spin:
+                            self.spin.ended(time.perf_counter() - start, polled, False)
+                        return []
+                    continue
+            readable = False
             try:
                 ready = self._buffer.receive(self.sock, _recv_now, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):

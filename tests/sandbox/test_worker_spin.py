@@ -17,6 +17,7 @@ from sandbox_helpers import bindings, ok
 from codemode.engine import AbortController, CodeRunRequest
 from codemode.sandbox import Limits, PythonRuntime, TypeScriptRuntime
 from codemode.sandbox.host._supervisor import poll_allowance_s
+from codemode.sandbox.worker import _bridge as worker_bridge
 from codemode.sandbox.worker._bridge import Spin, SpinningSelector, WorkerBridge
 from codemode.sandbox.worker._frames import ResultFrame, RunFrame, encode_frame
 
@@ -116,6 +117,44 @@ def test_wait_payloads_polls_then_sleeps_for_a_late_result() -> None:
         before = bridge.spin.typical
         assert bridge.wait_payloads(0.001, spin=True) == []
         assert bridge.spin.typical == before
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_result_the_polling_saw_is_read_without_another_poll(monkeypatch: Any) -> None:
+    # The TypeScript worker's wait per sub-call: its polling found the result, so the
+    # next system call is the read (a blocking poll to be told again cost one more).
+    polls: list[int] = []
+
+    class Counting:
+        def __init__(self) -> None:
+            self._poller = real_poll()
+
+        def register(self, fd: int, mask: int) -> None:
+            self._poller.register(fd, mask)
+
+        def poll(self, timeout: int = -1) -> list[tuple[int, int]]:
+            polls.append(timeout)
+            return self._poller.poll(timeout)
+
+    real_poll = worker_bridge.select.poll
+    monkeypatch.setattr(worker_bridge.select, "poll", Counting)
+    a, b = _pair()
+    bridge = WorkerBridge(a, 1 << 20)
+    bridge.spin.allowed = True
+    try:
+        b.send(bytes(encode_frame(ResultFrame(id=1, ok=True, value=7))))
+        payloads = bridge.wait_payloads(None, spin=True)
+        assert payloads is not None and len(payloads) == 1
+        assert polls == [0]
+        # Without polling (not allowed), one blocking poll as before.
+        bridge.spin.allowed = False
+        polls.clear()
+        b.send(bytes(encode_frame(ResultFrame(id=2, ok=True, value=8))))
+        payloads = bridge.wait_payloads(None, spin=True)
+        assert payloads is not None and len(payloads) == 1
+        assert polls == [-1]
     finally:
         a.close()
         b.close()
