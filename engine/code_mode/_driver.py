@@ -610,7 +610,11 @@ class SubDispatchDriver:
             self._drained.set()
 
     def _may_start(self, entry: _Entry) -> bool:
-        if self._exclusive_active:
+        # With the cap reached nothing may start, exclusive (which needs nothing in
+        # flight) or parallel: classify only a call that could start on its answer. A
+        # fan-out's head was otherwise classified (its tool's classifier, its arguments
+        # validated) at every pass that found the cap reached.
+        if self._exclusive_active or self._in_flight >= self._cap:
             return False
         mode, entry.tool, entry.stamp = self._rt.classify(entry.input)
         if mode == "exclusive":

@@ -153,6 +153,41 @@ async def test_a_fan_out_s_workers_start_the_next_bodies_themselves() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_queued_call_is_classified_once_when_it_can_start() -> None:
+    # 40 calls of 2 ms at cap 4: the queue's head waits while four run. Classifying it at
+    # every pass that found the cap reached ran its tool's classifier (and validated its
+    # arguments) over and over; a call is classified when it could start on the answer.
+    classified: list[str] = []
+
+    async def execute(args: Any, ctx: Any) -> Any:
+        await anyio.sleep(0.002)
+        return args["id"]
+
+    def safe(args: Any) -> bool:
+        classified.append(args["id"])
+        return True
+
+    async def program(tools: Any, print: Any) -> Any:
+        return await asyncio.gather(*(tools.nap({"id": str(i)}) for i in range(40)))
+
+    rt, _ = code_rt(program)
+    rt.max_parallel_sub_calls = 4
+    rt.register(
+        define_tool(
+            name="nap",
+            description="Sleep 2 ms, then return the id.",
+            parameters={"id": {"type": "string", "required": True}},
+            output=ToolOutput(schema={"type": "string"}, render=lambda a, v: [text(v)]),
+            execute=execute,
+            is_concurrency_safe=safe,
+        )
+    )
+    result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    assert result.value["result"] == [str(i) for i in range(40)]
+    assert classified == [str(i) for i in range(40)]
+
+
+@pytest.mark.anyio
 async def test_timings_are_non_negative_milliseconds_with_three_decimals() -> None:
     async def program(tools: Any, print: Any) -> Any:
         return await asyncio.gather(*(tools.nap({"id": str(i), "ms": 2}) for i in range(5)))
