@@ -435,26 +435,27 @@ async def test_body_is_the_definition_registered_at_dispatch_time() -> None:
     assert result.value == "new"  # type: ignore[union-attr]
 
 
+async def _old(_a: Any, _e: Any) -> Any:
+    return "old"
+
+
+async def _new(_a: Any, _e: Any) -> Any:
+    return "new"
+
+
 @pytest.mark.anyio
 async def test_a_swap_between_the_phases_runs_the_new_body_with_no_listener() -> None:
     # No listener, so stage 1's definition is reused at stage 7 while the registry's
     # version holds: a swap in between (a scheduler's other call) must still be seen.
     rt = ToolRuntime()
-
-    async def old(_a: Any, _e: Any) -> Any:
-        return "old"
-
-    async def new(_a: Any, _e: Any) -> Any:
-        return "new"
-
-    dispose = rt.register(echo_tool(body=old))
+    dispose = rt.register(echo_tool(body=_old))
     pipeline = rt.pipeline
     kept = pipeline.prepare_now(call(call_id="kept"))
     swapped = pipeline.prepare_now(call(call_id="swapped"))
     assert isinstance(kept, Dispatch) and isinstance(swapped, Dispatch)
     first = pipeline.commit_now(await pipeline.run(kept))
     dispose()
-    rt.register(echo_tool(body=new))
+    rt.register(echo_tool(body=_new))
     second = pipeline.commit_now(await pipeline.run(swapped))
     assert first is not None and first.value == "old"  # type: ignore[union-attr]
     assert second is not None and second.value == "new"  # type: ignore[union-attr]
@@ -463,20 +464,13 @@ async def test_a_swap_between_the_phases_runs_the_new_body_with_no_listener() ->
 @pytest.mark.anyio
 async def test_a_resolution_hint_from_an_older_registry_version_is_ignored() -> None:
     rt = ToolRuntime()
-
-    async def old(_a: Any, _e: Any) -> Any:
-        return "old"
-
-    async def new(_a: Any, _e: Any) -> Any:
-        return "new"
-
-    dispose = rt.register(echo_tool(body=old))
+    dispose = rt.register(echo_tool(body=_old))
     nested = call(parent=object())
     mode, tool, stamp = rt.classify(nested)
     assert mode == "exclusive"  # echo_tool declares no classifier
     assert tool is not None
     dispose()
-    rt.register(echo_tool(body=new))
+    rt.register(echo_tool(body=_new))
     # Stage 1 looks the definition up again (the hint's version is past), and so does
     # stage 7: the body and the output validation are the new definition's.
     gate = rt.pipeline.prepare_now(nested, (tool, stamp))
