@@ -30,7 +30,12 @@ or an already ``Settled`` result; ``run`` (stage 7) turns a ``Dispatch`` into ``
 ``Settled`` with ``post_execute=True``, a *final* one has ``post_execute=False``.
 Schedulers call the phases separately (bodies may overlap, commits are ordered);
 ``execute`` chains them. The tool definition is resolved once in stage 1 and carried on
-the execution; stage 7 re-resolves it once (the body is what is registered then).
+the execution with the registry's version; stage 7 re-resolves it once (the body is what
+is registered then), which is that same definition while the version holds (every
+registration, removal, filter or mode change bumps it; ``run_code``'s definition also
+follows the code runtime, so it is always looked up again). A nested call's stage 1
+likewise takes the definition the sub-dispatch driver classified it with, at the same
+version.
 
 Within a waterfall the first registered listener is outermost; ``prepend=True`` goes
 outside. Post-execute order therefore matches pre-execute order.
