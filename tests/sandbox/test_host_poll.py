@@ -40,12 +40,26 @@ _CALLS = {
 async def test_fast_answers_are_polled_for_while_the_host_serves_one_run(
     runtime_class: Any,
 ) -> None:
+    # On a loaded machine a whole run's answers can come later than the window (0.3 ms
+    # at most; CI saw 40 polls and no answer once, for a TypeScript run): then the host
+    # stops polling, as it should. So up to three runs, each held to the bounds, until
+    # one has its fast answers polled for.
     async with runtime_class() as runtime:
-        assert ok(await runtime.run(_request(_CALLS[runtime_class], {"echo": echo}))) == 1
-        stats = runtime.stats
-        assert stats.host_polls > 0 and stats.host_poll_answers > 0
-        assert stats.host_poll_answers <= stats.host_polls <= 200
-        assert stats.host_poll_seconds <= Spin.ALLOWANCE_S + 0.01
+        for _attempt in range(3):
+            before = runtime.stats
+            polls, answers, seconds = (
+                before.host_polls,
+                before.host_poll_answers,
+                before.host_poll_seconds,
+            )
+            assert ok(await runtime.run(_request(_CALLS[runtime_class], {"echo": echo}))) == 1
+            stats = runtime.stats
+            polls, answers = stats.host_polls - polls, stats.host_poll_answers - answers
+            assert answers <= polls <= 200
+            assert stats.host_poll_seconds - seconds <= Spin.ALLOWANCE_S + 0.01
+            if answers > 0:
+                break
+        assert polls > 0 and answers > 0
 
 
 async def test_no_polling_beside_a_second_run() -> None:
