@@ -188,6 +188,34 @@ async def test_a_queued_call_is_classified_once_when_it_can_start() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_tool_swapped_while_its_start_event_is_appended_runs_the_new_body() -> None:
+    # A log the driver does not know is awaited for the start event, after the call was
+    # classified and before its stage 1: the definition classified with is a hint valid
+    # only at its registry version, so the swapped-in definition is the one that runs.
+    holder: dict[str, Any] = {}
+
+    async def new(args: Any, ctx: Any) -> Any:
+        return f"new:{args['value']}"
+
+    class SwappingLog(MemorySessionLog):
+        async def append(self, event: dict[str, Any]) -> int:
+            if event["type"] == "tool/code-dispatch-start" and "swapped" not in holder:
+                holder["swapped"] = True
+                holder["dispose"]()
+                rt.register(echo_tool("echo", parallel=True, body=new))
+            return await super().append(event)
+
+    async def program(tools: Any, print: Any) -> Any:
+        return await tools.echo({"value": "x"})
+
+    rt, _ = code_rt(program)
+    holder["dispose"] = rt.register(echo_tool("echo", parallel=True))
+    result = await run_code(rt, agent=rt.scope("a", session=SwappingLog()))
+    assert holder.get("swapped") is True
+    assert result.value["result"] == "new:x"
+
+
+@pytest.mark.anyio
 async def test_timings_are_non_negative_milliseconds_with_three_decimals() -> None:
     async def program(tools: Any, print: Any) -> Any:
         return await asyncio.gather(*(tools.nap({"id": str(i), "ms": 2}) for i in range(5)))
