@@ -52,7 +52,6 @@ import msgspec
 
 from ._errors import ToolNotFoundError
 from ._execution import ToolExecution, ToolRunContext, new_run_context
-from ._registry import RUN_CODE_NAME
 from ._results import (
     aborted_before_dispatch_result,
     aborted_result,
@@ -155,9 +154,8 @@ class Pipeline:
         stamp = registry._version
         if (
             resolved is not None
-            and resolved[1] == stamp
             and parent is not None
-            and name != RUN_CODE_NAME
+            and registry.resolves_same(name, resolved[1])
         ):
             # The sub-dispatch driver classified this nested call at this very registry
             # version: its definition is the one a look-up returns now (a nested call
@@ -355,11 +353,10 @@ class Pipeline:
             # The one re-resolution: the body is the definition registered *now*, after
             # pre-execute listeners and wrappers had their chance to (un)register it.
             # Unless the registry changed since stage 1 (its version), that is the
-            # definition stage 1 resolved (``run_code``'s alone also follows the code
-            # runtime, so it is looked up again).
+            # definition stage 1 resolved.
             registry = self._registry
             tool = exec_._tool
-            if tool is None or exec_._stamp != registry._version or exec_.name == RUN_CODE_NAME:
+            if tool is None or not registry.resolves_same(exec_.name, exec_._stamp):
                 tool = registry.resolve_execution(exec_.name, exec_.agent, exec_.parent is not None)
                 exec_._set("_tool", tool)
                 exec_._set("_stamp", registry._version)

@@ -314,6 +314,13 @@ class Registry:
             return None
         return tool
 
+    def resolves_same(self, name: str, stamp: int) -> bool:
+        """Whether a definition of ``name`` resolved at version ``stamp`` (``_version`` then)
+        is the one a look-up returns now: nothing changed since (every change bumps the
+        version), and it is not ``run_code``, whose definition follows the code runtime
+        (see ``view``)."""
+        return stamp == self._version and name != RUN_CODE_NAME
+
     def guard_reason(self, exec_: Any) -> str | None:
         """First denial from global guards, then the chain's guards (farthest first).
 
