@@ -793,21 +793,25 @@ class SubDispatchDriver:
         the dict way (not a memory log, presentation cards, over the bound...)."""
         append = self._append_encoded
         tool = entry.tool
-        if append is None or (tool is not None and tool.present_call is not None):
-            return False
-        big = entry.args_big = too_big(entry.log_arguments, self._log_cap)
-        if big:
+        if (
+            append is None
+            or (tool is not None and tool.present_call is not None)
+            or self._args_big(entry)
+        ):
             return False
         t0 = self._t0
         assert entry.started_at is not None
-        # ``_ms`` inline: six clock readings per sub-call.
-        timing = StartTiming(
-            round((entry.queued_at - t0) * 1_000_000) / 1000,
-            round((entry.started_at - t0) * 1_000_000) / 1000,
-            self._in_flight,
-        )
+        timing = StartTiming(_ms(entry.queued_at - t0), _ms(entry.started_at - t0), self._in_flight)
         body = encode(StartEvent(*self._event_head(entry), timing=timing))
         return body is not None and self._stored(append, body, "tool/code-dispatch-start")
+
+    def _args_big(self, entry: _Entry) -> bool:
+        """Whether ``entry``'s arguments are known to be over the log's bound
+        (``too_big``), looked at once for both of its events."""
+        big = entry.args_big
+        if big is None:
+            big = entry.args_big = too_big(entry.log_arguments, self._log_cap)
+        return big
 
     def _event_head(self, entry: _Entry) -> tuple[str, str, str, str, Any]:
         """The fields both of ``entry``'s events start with (``_events._Head``), made
@@ -831,23 +835,19 @@ class SubDispatchDriver:
         as the dict ``_settle_event`` makes."""
         append = self._append_encoded
         tool = self._settled_tool(entry)
-        cap = self._log_cap
-        args_big = entry.args_big
-        if args_big is None:
-            args_big = entry.args_big = too_big(entry.log_arguments, cap)
         if (
             append is not None
             and (tool is None or tool.present_result is None)
-            and not args_big
-            and not too_big(content, cap)
+            and not self._args_big(entry)
+            and not too_big(content, self._log_cap)
         ):
             t0 = self._t0
             started, settled = entry.started_at, entry.settled_at
             timing = SettleTiming(
-                round((entry.queued_at - t0) * 1_000_000) / 1000,
-                None if started is None else round((started - t0) * 1_000_000) / 1000,
-                None if settled is None else round((settled - t0) * 1_000_000) / 1000,
-                round((committed - t0) * 1_000_000) / 1000,
+                _ms(entry.queued_at - t0),
+                None if started is None else _ms(started - t0),
+                None if settled is None else _ms(settled - t0),
+                _ms(committed - t0),
                 entry.in_flight_at_start,
             )
             body = encode(
