@@ -57,6 +57,14 @@ def _recv_now(sock: socket.socket) -> bytes:
     return sock.recv(_RECV, socket.MSG_DONTWAIT)
 
 
+def _wait_ms(deadline: float | None) -> int:
+    """``poll``'s timeout until ``deadline`` (``time.monotonic``): -1 for none, else whole
+    milliseconds, rounded up, never negative."""
+    if deadline is None:
+        return -1
+    return max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+
 # How long a finished worker waits for the host's kill before exiting by itself (the
 # host kills at once; this only bounds a worker whose host stopped listening).
 _LINGER_S = 10.0
@@ -273,16 +281,12 @@ class WorkerBridge:
         while True:
             if self.closed:
                 return None
-            if not readable:
-                wait_ms = -1
-                if deadline is not None:
-                    wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
-                if not poller.poll(wait_ms):
-                    if deadline is not None and time.monotonic() >= deadline:
-                        if spin:
-                            self.spin.ended(time.perf_counter() - start, polled, False)
-                        return []
-                    continue
+            if not readable and not poller.poll(_wait_ms(deadline)):
+                if deadline is not None and time.monotonic() >= deadline:
+                    if spin:
+                        self.spin.ended(time.perf_counter() - start, polled, False)
+                    return []
+                continue
             readable = False
             try:
                 ready = self._buffer.receive(self.sock, _recv_now, socket.MSG_DONTWAIT)
