@@ -6,6 +6,8 @@ pydantic-monty: ``sum(i*i)`` over 1e6; the dict/str loop (200,000 x
 on a dict); and a class loop (a program-defined class, attribute reads, writes and a
 method call on its instance, 200,000 times). The guests must not be slower than the floor
 by more than the stated margin: the guards may cost nothing where they protect nothing.
+Each floor sample is taken right beside a guest's sample (``_Floors``), at least
+``MIN_SAMPLES`` of each.
 """
 
 from __future__ import annotations
@@ -138,11 +140,55 @@ CLASS = Case(
 CASES = (SUM, DICT_STR, CLASS)
 
 
-async def _guests(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
+#: Samples per guest and case, whatever ``--runs`` says: the verdict is a ratio of two
+#: medians, and a median of two samples (``--quick``) moved by a third between runs.
+MIN_SAMPLES = 5
+
+
+class _Floors:
+    """The floors' samples, each taken right beside a guest's sample of the same case.
+
+    This machine's speed drifts (by up to 2x within a minute here): a floor timed in a
+    block of its own, seconds after the guests, measured a different machine, and the
+    guest-to-floor ratio moved with it. Beside each other, the two samples of a pair see
+    the same machine.
+    """
+
+    def __init__(self) -> None:
+        self.cpython: dict[str, list[float]] = {case.name: [] for case in CASES}
+        self.quickjs: dict[str, list[float]] = {case.name: [] for case in CASES}
+        self._programs: dict[str, str] = {}
+
+    def cpython_sample(self, case: Case, floor: Callable[[], Any]) -> None:
+        clock = timed()
+        floor()
+        self.cpython[case.name].append(clock())
+
+    def quickjs_sample(self, case: Case) -> None:
+        """One run of the case's TypeScript program in a fresh bare QuickJS context (the
+        first run of each case is a warm-up, not kept)."""
+        import _quickjs  # type: ignore[import-not-found]
+
+        source = self._programs.get(case.name)
+        if source is None:
+            from ..sandbox.typescript._strip import strip_types
+
+            source = self._programs[case.name] = (
+                "(function () {\n" + strip_types(case.ts) + "\n})()"
+            )
+            _quickjs.Context().eval(source)
+        context = _quickjs.Context()
+        clock = timed()
+        context.eval(source)
+        self.quickjs[case.name].append(clock())
+
+
+async def _guests(ctx: BenchContext, result: SuiteResult, runs: int, floors: _Floors) -> None:
     for subject in GUESTS:
         async with open_runtime(subject) as runtime:
             for case in CASES:
-                expected = case.floor()()
+                floor = case.floor()
+                expected = floor()
                 program = case.ts if subject == OURS_TS else case.program
                 await run_direct(runtime, program)  # warm-up
                 samples = []
@@ -156,6 +202,12 @@ async def _guests(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
                     samples.append(max(0.0, clock() - base))
                     if (subject != OURS_TS or case.exact_ts) and value != expected:
                         raise RuntimeError(f"{case.name}: {subject} gave {value!r}")
+                    # The run's fresh worker is forked in the background: not beside the
+                    # floor's sample.
+                    await ready_all()
+                    floors.cpython_sample(case, floor)
+                    if subject == OURS_TS:
+                        floors.quickjs_sample(case)
                 note = None
                 if subject == OURS_TS:
                     note = "TypeScript: the same loop in QuickJS"
@@ -163,26 +215,11 @@ async def _guests(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
         ctx.step(subject)
 
 
-QUICKJS_NOTE = "the TypeScript program, types stripped, in a bare QuickJS context in the host"
-
-
-def _quickjs_floor(result: SuiteResult, runs: int) -> None:
-    """Each case's TypeScript program in a bare QuickJS context of the host (no guest, no
-    prelude, no limits): the floor of the TypeScript guest's compute."""
-    import _quickjs  # type: ignore[import-not-found]
-
-    from ..sandbox.typescript._strip import strip_types
-
-    for case in CASES:
-        source = "(function () {\n" + strip_types(case.ts) + "\n})()"
-        samples = []
-        for i in range(runs + 1):
-            context = _quickjs.Context()
-            clock = timed()
-            context.eval(source)
-            if i:  # the first is a warm-up
-                samples.append(clock())
-        result.rows.append(summarize(case.name, QUICKJS_FLOOR, samples, note=QUICKJS_NOTE))
+QUICKJS_NOTE = (
+    "the TypeScript program, types stripped, in a bare QuickJS context in the host, "
+    "each run beside a TypeScript guest's run"
+)
+FLOOR_NOTE = "the same program in the host's CPython, each run beside a guest's run"
 
 
 async def _monty(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
@@ -206,22 +243,25 @@ async def _monty(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
 
 async def run(ctx: BenchContext) -> SuiteResult:
     """Measure the suite."""
-    runs = max(2, ctx.runs)
+    runs = max(MIN_SAMPLES, ctx.runs)
+    # The peers are shown, not checked: fewer runs of their slower loops.
+    peer_runs = max(2, ctx.runs)
     result = SuiteResult(
         description=DESCRIPTION,
         params={"n": N, "loop_n": LOOP_N, "runs": runs, "smolagents_n": SMOL_N},
     )
-    ctx.plan(len(GUESTS) + 4)
-    await _guests(ctx, result, runs)
+    ctx.plan(len(GUESTS) + 2)
+    floors = _Floors()
+    await _guests(ctx, result, runs, floors)
     with ctx.guard(MONTY):
         if ctx.has(MONTY):
-            await _monty(ctx, result, runs)
+            await _monty(ctx, result, peer_runs)
     ctx.step("pydantic-monty")
     with ctx.guard(SMOLAGENTS):
         if ctx.has(SMOLAGENTS):
             executor = smolagents_executor({})
             samples = []
-            for _ in range(max(1, runs // 2)):
+            for _ in range(max(1, peer_runs // 2)):
                 clock = timed()
                 executor(f"sum(i * i for i in range({SMOL_N}))")
                 samples.append(clock() * (N / SMOL_N))
@@ -235,18 +275,11 @@ async def run(ctx: BenchContext) -> SuiteResult:
             )
     ctx.step("smolagents")
     for case in CASES:
-        floor = case.floor()
-        samples = []
-        for _ in range(runs):
-            clock = timed()
-            floor()
-            samples.append(clock())
+        result.rows.append(summarize(case.name, FLOOR, floors.cpython[case.name], note=FLOOR_NOTE))
+    for case in CASES:
         result.rows.append(
-            summarize(case.name, FLOOR, samples, note="the same program in the host's CPython")
+            summarize(case.name, QUICKJS_FLOOR, floors.quickjs[case.name], note=QUICKJS_NOTE)
         )
-    ctx.step("floor")
-    _quickjs_floor(result, runs)
-    ctx.step("quickjs floor")
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result

@@ -87,6 +87,29 @@ def test_disabled_peers_are_reported_missing_and_not_measured() -> None:
     assert "asyncio-floor" in subjects
 
 
+def test_compute_floors_are_sampled_beside_every_guest_sample() -> None:
+    # A floor timed in a block of its own measured a different machine (this one's speed
+    # drifts): each guest sample has a CPython floor sample beside it, and each
+    # TypeScript sample a bare-QuickJS one; at least five of each, even with --runs 1.
+    proc = bench(
+        "--suite", "compute", "--runs", "1", "--quick", "--json",
+        "--no-peer", "smolagents", "--no-peer", "pydantic-monty",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["suites"]["compute"]["rows"]
+    n = {(row["case"], row["subject"]): row["n"] for row in rows}
+    cases = {case for case, _ in n}
+    assert len(cases) == 3
+    for case in cases:
+        py, ts = n[(case, "codemode-python")], n[(case, "codemode-typescript")]
+        assert py == ts == 5
+        assert n[(case, "asyncio-floor")] == py + ts
+        assert n[(case, "quickjs-floor")] == ts
+        assert "beside" in next(
+            r["note"] for r in rows if r["case"] == case and r["subject"] == "asyncio-floor"
+        )
+
+
 def test_check_exit_status_follows_the_targets_in_the_report() -> None:
     proc = bench("--suite", "pipeline", "--runs", "1", "--quick", "--json", "--check")
     assert proc.returncode in (0, 1), proc.stderr
