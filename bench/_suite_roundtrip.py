@@ -4,7 +4,9 @@ call, on a ready runtime; and what the engine alone adds (in-process, no sandbox
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from codemode.engine import AbortController, MemorySessionLog, ToolExecutionInput, ToolRuntime
@@ -17,6 +19,7 @@ from ._common import (
     execute_run_code,
     monty_pool,
     open_runtime,
+    ready_all,
     run_direct,
     smolagents_executor,
     time_ready,
@@ -42,76 +45,69 @@ def program(subject: str, calls: int) -> str:
     return f"for i in range({calls}):\n    await tools.echo({{'i': i}})\nreturn 1"
 
 
-async def run(ctx: BenchContext) -> SuiteResult:
-    """Measure the suite."""
-    calls = 300 if ctx.quick else 1000
-    runs = ctx.runs
-    result = SuiteResult(description=DESCRIPTION, params={"calls_per_run": calls, "runs": runs})
-    ctx.plan(2 * len(GUESTS) + 4)
-    for subject in GUESTS:
-        async with open_runtime(subject) as runtime:
-            base = statistics.median(
-                [await time_ready(run_direct(runtime, "return 1")) for _ in range(5)]
-            )
-            per_call = []
-            for i in range(runs + 1):
-                total = await time_ready(
-                    run_direct(runtime, program(subject, calls), {"echo": echo})
-                )
-                if i:  # the first is a warm-up
-                    per_call.append((total - base) / calls)
-            result.rows.append(
-                summarize(CASE, subject, per_call, note=f"{calls} calls per run, direct binding")
-            )
-            ctx.step(f"{subject} direct")
-            mode = CodeMode(runtime, [tool("echo", echo)], cap=10)
-            base = statistics.median([await time_ready(mode.run("return 1")) for _ in range(3)])
-            per_call = []
-            for i in range(runs + 1):
-                total = await time_ready(mode.run(program(subject, calls)))
-                if i:
-                    per_call.append((total - base) / calls)
-            result.rows.append(
-                summarize(
-                    f"{CASE} via run_code",
-                    subject,
-                    per_call,
-                    note="pipeline + 2 session events per call",
-                )
-            )
-            ctx.step(f"{subject} run_code")
+#: Rounds per run whatever ``--runs`` says: the RTT verdict is a ratio of two medians.
+MIN_ROUNDS = 5
 
-    native, code = await _engine(calls, runs)
+_DIRECT_NOTE = "direct binding"
+_CODE_NOTE = "pipeline + 2 session events per call"
+
+
+async def run(ctx: BenchContext) -> SuiteResult:
+    """Measure the suite.
+
+    The guests (direct and through ``run_code``) and pydantic-monty are measured in
+    rounds, one run of each per round: this machine's speed drifts within seconds, and a
+    subject timed in a block of its own measured another machine than its peer did.
+    """
+    calls = 300 if ctx.quick else 1000
+    rounds = max(MIN_ROUNDS, ctx.runs)
+    result = SuiteResult(description=DESCRIPTION, params={"calls_per_run": calls, "runs": rounds})
+    ctx.plan(5)
+    # (case, subject, note) -> one measurement (ms per call), in the order of a round.
+    measures: dict[tuple[str, str, str], Callable[[], Awaitable[float]]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for subject in GUESTS:
+            runtime = await stack.enter_async_context(open_runtime(subject))
+            measures[(CASE, subject, f"{calls} calls per run, {_DIRECT_NOTE}")] = await _direct(
+                runtime, subject, calls
+            )
+            mode = CodeMode(runtime, [tool("echo", echo)], cap=10)
+            measures[(f"{CASE} via run_code", subject, _CODE_NOTE)] = await _code(
+                mode, subject, calls
+            )
+            ctx.step(subject)
+        with ctx.guard(MONTY):
+            if ctx.has(MONTY):
+                monty = await stack.enter_async_context(monty_pool())
+                measures[(CASE, MONTY, "async external function")] = _monty(monty, calls)
+        samples: dict[tuple[str, str, str], list[float]] = {key: [] for key in measures}
+        for i in range(rounds + 1):  # the first round is a warm-up
+            for key, measure in list(measures.items()):
+                if key[1] == MONTY:
+                    with ctx.guard(MONTY):
+                        value = await measure()
+                    if MONTY in ctx.failures:
+                        del measures[key], samples[key]
+                        continue
+                else:
+                    value = await measure()
+                if i:
+                    samples[key].append(value)
+        ctx.step("guests and pydantic-monty")
+    for (case, subject, note), values in samples.items():
+        result.rows.append(summarize(case, subject, values, note=note))
+
+    native, code = await _engine(calls, rounds)
     result.rows.append(summarize("native execute()", ENGINE, native, note="in-process, no sandbox"))
     result.rows.append(
         summarize(f"{CASE} via run_code", ENGINE, code, note="InProcessRuntime: engine cost alone")
     )
     ctx.step("engine")
-
-    with ctx.guard(MONTY):
-        if ctx.has(MONTY):
-            async with monty_pool() as monty:
-                per_call = []
-                for i in range(runs + 1):
-                    async with monty.checkout() as session:
-                        clock = timed()
-                        await session.feed_run("0")
-                        base = clock()
-                    async with monty.checkout() as session:
-                        clock = timed()
-                        await session.feed_run(
-                            f"for i in range({calls}):\n    await echo({{'i': i}})\n1",
-                            external_lookup={"echo": echo},
-                        )
-                        if i:
-                            per_call.append((clock() - base) / calls)
-                result.rows.append(summarize(CASE, MONTY, per_call, note="async external function"))
-    ctx.step("pydantic-monty")
     with ctx.guard(SMOLAGENTS):
         if ctx.has(SMOLAGENTS):
             executor = smolagents_executor({"echo": lambda args: args})
             per_call = []
-            for i in range(runs + 1):
+            for i in range(rounds + 1):
                 clock = timed()
                 executor("0")
                 base = clock()
@@ -122,7 +118,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
             result.rows.append(summarize(CASE, SMOLAGENTS, per_call, note="sync tool function"))
     ctx.step("smolagents")
     per_call = []
-    for _ in range(runs):
+    for _ in range(rounds):
         clock = timed()
         for i in range(calls):
             await echo({"i": i})
@@ -132,6 +128,49 @@ async def run(ctx: BenchContext) -> SuiteResult:
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result
+
+
+async def _direct(runtime: Any, subject: str, calls: int) -> Callable[[], Awaitable[float]]:
+    """One run of ``calls`` echo calls through a direct binding, per call, its start-up
+    (the median of five ``return 1`` runs, taken now) subtracted."""
+    base = statistics.median([await time_ready(run_direct(runtime, "return 1")) for _ in range(5)])
+    text = program(subject, calls)
+
+    async def measure() -> float:
+        total = await time_ready(run_direct(runtime, text, {"echo": echo}))
+        return (total - base) / calls
+
+    return measure
+
+
+async def _code(mode: Any, subject: str, calls: int) -> Callable[[], Awaitable[float]]:
+    """The same through ``run_code`` (the pipeline and its session log), per call."""
+    base = statistics.median([await time_ready(mode.run("return 1")) for _ in range(3)])
+    text = program(subject, calls)
+
+    async def measure() -> float:
+        return (await time_ready(mode.run(text)) - base) / calls
+
+    return measure
+
+
+def _monty(monty: Any, calls: int) -> Callable[[], Awaitable[float]]:
+    """One pydantic-monty run of the loop, per call, a run of ``0`` just before it (in a
+    session of its own) subtracted."""
+    text = f"for i in range({calls}):\n    await echo({{'i': i}})\n1"
+
+    async def measure() -> float:
+        await ready_all()
+        async with monty.checkout() as session:
+            clock = timed()
+            await session.feed_run("0")
+            base = clock()
+        async with monty.checkout() as session:
+            clock = timed()
+            await session.feed_run(text, external_lookup={"echo": echo})
+            return (clock() - base) / calls
+
+    return measure
 
 
 async def _engine(calls: int, runs: int) -> tuple[list[float], list[float]]:

@@ -63,6 +63,14 @@ def test_roundtrip_json_has_the_documented_shape_and_measures_monty(tmp_path: Pa
     assert {"codemode-python", "codemode-typescript", "asyncio-floor"} <= subjects
     assert data["peers"]["pydantic-monty"] == "ok"  # a dev dependency
     assert "pydantic-monty" in subjects
+    # The guests and pydantic-monty are measured round by round (one run of each per
+    # round), at least five rounds whatever --runs says: the same count in every row.
+    counts = {
+        (row["case"], row["subject"]): row["n"]
+        for row in suite["rows"]
+        if row["subject"] in ("codemode-python", "codemode-typescript", "pydantic-monty")
+    }
+    assert len(counts) == 5 and set(counts.values()) == {5}
     rtt = [t for t in suite["targets"] if t["name"].startswith("sub-call RTT")]
     assert {t["subject"] for t in rtt} == {"codemode-python", "codemode-typescript"}
     # Measured against pydantic-monty's row of the same run: a ratio, met or not.
