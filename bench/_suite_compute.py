@@ -21,6 +21,7 @@ import msgspec
 from ._common import (
     GUESTS,
     BenchContext,
+    monty_base,
     monty_pool,
     open_runtime,
     ready_all,
@@ -228,10 +229,7 @@ async def _monty(ctx: BenchContext, result: SuiteResult, runs: int) -> None:
             expected = case.floor()()
             samples = []
             for _ in range(runs):
-                async with monty.checkout() as session:
-                    clock = timed()
-                    await session.feed_run("0")
-                    base = clock()
+                base = await monty_base(monty)
                 async with monty.checkout() as session:
                     clock = timed()
                     value = await session.feed_run(case.monty)

@@ -26,6 +26,7 @@ from ._common import (
     BenchContext,
     CodeMode,
     execute_run_code,
+    monty_base,
     monty_pool,
     open_runtime,
     ready_all,
@@ -335,10 +336,7 @@ async def _monty_wall(monty: Any, work: _Workload, cap: int, n: int) -> float:
             return await work.nap(args)
 
     program = f"import asyncio\nvalues = await asyncio.gather(*[nap({{'i': i}}) for i in range({n})])\nlen(values)"
-    async with monty.checkout() as session:
-        clock = timed()
-        await session.feed_run("0")
-        base = clock()
+    base = await monty_base(monty)
     async with monty.checkout() as session:
         clock = timed()
         value = await session.feed_run(program, external_lookup={"nap": nap})

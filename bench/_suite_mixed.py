@@ -26,6 +26,7 @@ from ._common import (
     GUESTS,
     BenchContext,
     CodeMode,
+    monty_base,
     monty_pool,
     open_runtime,
     ready_all,
@@ -215,10 +216,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                             else "nap({'i': i})"
                         )
                         program = f"import asyncio\nvalues = await asyncio.gather(*[{pick} for i in range({CALLS})])\nlen(values)"
-                        async with monty.checkout() as session:
-                            clock = timed()
-                            await session.feed_run("0")
-                            base = clock()
+                        base = await monty_base(monty)
                         async with monty.checkout() as session:
                             clock = timed()
                             value = await session.feed_run(

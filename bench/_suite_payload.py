@@ -17,6 +17,7 @@ import anyio.to_thread
 from ._common import (
     GUESTS,
     BenchContext,
+    monty_base,
     monty_pool,
     open_runtime,
     ready_all,
@@ -219,10 +220,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                         program = _python(direction, size, call="") + "r"
                         samples = []
                         for i in range(count(size) + 1):
-                            async with monty.checkout() as session:
-                                clock = timed()
-                                await session.feed_run("0")
-                                base = clock()
+                            base = await monty_base(monty)
                             async with monty.checkout() as session:
                                 clock = timed()
                                 value = await session.feed_run(program, external_lookup=functions)

@@ -17,6 +17,7 @@ from ._common import (
     BenchContext,
     CodeMode,
     execute_run_code,
+    monty_base,
     monty_pool,
     open_runtime,
     ready_all,
@@ -161,10 +162,7 @@ def _monty(monty: Any, calls: int) -> Callable[[], Awaitable[float]]:
 
     async def measure() -> float:
         await ready_all()
-        async with monty.checkout() as session:
-            clock = timed()
-            await session.feed_run("0")
-            base = clock()
+        base = await monty_base(monty)
         async with monty.checkout() as session:
             clock = timed()
             await session.feed_run(text, external_lookup={"echo": echo})
