@@ -63,7 +63,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
     calls = 300 if ctx.quick else 1000
     rounds = max(MIN_ROUNDS, ctx.runs)
     result = SuiteResult(description=DESCRIPTION, params={"calls_per_run": calls, "runs": rounds})
-    ctx.plan(5)
+    ctx.plan(len(GUESTS) + 4)
     # (case, subject, note) -> one measurement (ms per call), in the order of a round.
     measures: dict[tuple[str, str, str], Callable[[], Awaitable[float]]] = {}
     async with contextlib.AsyncExitStack() as stack:
