@@ -118,6 +118,27 @@ def test_compute_floors_are_sampled_beside_every_guest_sample() -> None:
         )
 
 
+def test_payload_target_case_is_measured_in_rounds_with_its_peer_and_floors() -> None:
+    # `in+out 1 MB` (the target's case): both guests, pydantic-monty and both floors take
+    # one run each per round, so every one of them has the same count; the rows still
+    # read grouped by subject, in size order, though that case was measured last.
+    proc = bench(
+        "--suite", "payload", "--runs", "1", "--quick", "--json", "--no-peer", "smolagents"
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["suites"]["payload"]["rows"]
+    paired = {row["subject"]: row for row in rows if row["case"] == "in+out 1 MB"}
+    subjects = ("codemode-python", "codemode-typescript", "pydantic-monty")
+    for subject in (*subjects, "quickjs-floor", "fork-floor"):
+        assert paired[subject]["n"] == 5, subject
+    assert "fresh forked process" in paired["fork-floor"]["note"]
+    for subject in subjects:
+        cases = [row["case"] for row in rows if row["subject"] == subject]
+        assert cases[6:9] == ["in 1 MB", "out 1 MB", "in+out 1 MB"], cases
+    order = [row["subject"] for row in rows]
+    assert order == sorted(order, key=order.index)  # each subject's rows are together
+
+
 def test_check_exit_status_follows_the_targets_in_the_report() -> None:
     proc = bench("--suite", "pipeline", "--runs", "1", "--quick", "--json", "--check")
     assert proc.returncode in (0, 1), proc.stderr
