@@ -175,6 +175,17 @@ def _json_size(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8"))
 
 
+def _call_args(text: str, cut: int, count: int) -> list[str]:
+    """The ``count`` arguments' JSON texts after the poll reply's meta, which ends at
+    ``cut`` (each one follows a U+0001; the last runs to the end of ``text``)."""
+    args: list[str] = []
+    while cut >= 0 and len(args) < count:
+        start = cut + 1
+        cut = text.find("\x01", start) if len(args) + 1 < count else -1
+        args.append(text[start:] if cut < 0 else text[start:cut])
+    return args
+
+
 class JsGuest:
     """One program in one QuickJS context; see the module docstring for the protocol."""
 
@@ -423,11 +434,16 @@ class JsGuest:
                     self._ctx.set_memory_limit(self._limits.max_heap_bytes + 64 * 2**20)
                     self._ctx.gc()
                 text = self._housekeeping(_OP_POLL, True)
-            meta, *call_args = text.split("\x01")
+            # The meta, then each call's arguments after a U+0001 (JSON text never holds
+            # a raw control character). Found with ``find`` (``memchr``), not ``split``,
+            # which walks a 1 MB argument character by character (0.8 ms here).
+            cut = text.find("\x01")
+            meta = text if cut < 0 else text[:cut]
             try:
                 payload = _meta_decoder.decode(meta)
             except msgspec.DecodeError:  # msgspec refuses a lone surrogate's escape
                 payload = json.loads(meta)
+            call_args = _call_args(text, cut, len(payload["calls"]))
         except Exception as exc:  # the engine or the binding broke; the run cannot go on
             lines = str(exc).splitlines()
             self._fail("worker-exit", f"worker error: {lines[0] if lines else type(exc).__name__}")

@@ -403,6 +403,25 @@ def test_lossy_arguments_reject_in_the_guest(args: str, detail: str) -> None:
     )
 
 
+def test_calls_of_one_slice_keep_their_arguments_apart() -> None:
+    # One poll reply carries every call of the slice, each call's arguments after a
+    # U+0001: a big one, an empty one and one whose text holds escapes all come out whole.
+    program = """
+    const big = 'x'.repeat(1 << 20)
+    const out = await Promise.all([
+      tools.echo({a: big}), tools.echo({}), tools.echo({s: '\\u0001\\\\', t: '\\ud800'.length}),
+    ])
+    return out.length
+    """
+    outcome = drive(program)
+    assert [json.loads(call.args_json) for call in outcome.calls] == [
+        {"a": "x" * (1 << 20)},
+        {},
+        {"s": "\x01\\", "t": 1},
+    ]
+    assert outcome.state == GuestDone("3")
+
+
 @pytest.mark.parametrize("args", ["", "undefined"])
 def test_no_arguments_mean_an_empty_object(args: str) -> None:
     outcome = drive(f"return await tools.echo({args})")
