@@ -6,11 +6,18 @@ at once), against the ideal schedule and the peers under the same cap.
 The ideal is the makespan of N calls started in submission order on k slots (for fixed
 latencies ``ceil(N / k) * latency``). A guest's wall time is ``run_code``'s minus the
 median of adjacent ``return True`` runs (worker checkout and program start).
+
+The targets' configurations (fixed latencies, ``CALLS`` calls, caps ``PAIRED_CAPS``) are
+measured in rounds: one run of each guest, of the engine alone and of the asyncio floor
+per round, at least ``MIN_ROUNDS``; the floor decides "below floor", and timed seconds
+apart it measured another machine (at cap 10 it read 1.08 in one ``--check`` and 1.165 in
+the next).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import random
 import statistics
@@ -52,6 +59,11 @@ CALLS = 100
 FIXED_MS = 10.0
 #: pydantic-monty ends a run at 1,000 suspensions ("suspension limit 1000 exceeded").
 MONTY_MAX_CALLS = 1000
+#: The caps of the targets' configurations (fixed, ``CALLS`` calls): measured in rounds.
+PAIRED_CAPS = (10, 100)
+#: Rounds for those, whatever ``--runs`` says.
+MIN_ROUNDS = 5
+_ENGINE_NOTE = "InProcessRuntime: the engine's driver without a sandbox"
 
 
 def latencies(dist: str, n: int, seed: int) -> list[float]:
@@ -141,7 +153,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
             },
         },
     )
-    ctx.plan(len(GUESTS) * 2 + 5)
+    ctx.plan(len(GUESTS) * 2 + 6)
     series: dict[str, Any] = {"sweep": {}, "overhead": {}, "timeline": []}
 
     def record(
@@ -172,15 +184,43 @@ async def run(ctx: BenchContext) -> SuiteResult:
             [n, round((row.median - FIXED_MS) / n * 1e3, 3)]
         )
 
+    paired = [cap for cap in PAIRED_CAPS if ("fixed", cap) in configs]
+    work.lat = latencies("fixed", CALLS, ctx.seed)
+    walls_of: dict[tuple[str, int], list[float]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        modes: dict[tuple[str, int], CodeMode] = {}
+        for subject in GUESTS:
+            runtime = await stack.enter_async_context(open_runtime(subject))
+            for cap in paired:
+                modes[(subject, cap)] = CodeMode(runtime, [tool("nap", work.nap)], cap=cap)
+        for i in range(max(MIN_ROUNDS, ctx.runs) + 1):  # the first round is a warm-up
+            for cap in paired:
+                taken = {
+                    subject: await _guest_wall(modes[(subject, cap)], _program(subject, CALLS))
+                    for subject in GUESTS
+                }
+                taken[ENGINE] = await _engine_wall(work, cap)
+                await ready_all()
+                taken[FLOOR] = await _floor_wall(work, cap, CALLS)
+                if i:
+                    for subject, ms in taken.items():
+                        walls_of.setdefault((subject, cap), []).append(ms)
+        if 10 in paired:
+            series["timeline"] = modes[(OURS_PY, 10)].dispatch_timings()
+    for (subject, cap), walls in walls_of.items():
+        note = _ENGINE_NOTE if subject == ENGINE else None
+        record(subject, "fixed", cap, CALLS, walls, note=note)
+    ctx.step("the targets' configurations, in rounds")
+
     for subject in GUESTS:
         async with open_runtime(subject) as runtime:
             for dist, cap in configs:
+                if dist == "fixed" and cap in paired:
+                    continue
                 work.lat = latencies(dist, CALLS, ctx.seed)
                 mode = CodeMode(runtime, [tool("nap", work.nap)], cap=cap)
                 walls = await _guest_walls(mode, _program(subject, CALLS), ctx.runs)
                 record(subject, dist, cap, CALLS, walls)
-                if subject == OURS_PY and dist == "fixed" and cap == 10:
-                    series["timeline"] = mode.dispatch_timings()
             ctx.step(f"{subject} sweep")
             for n in sizes:
                 row = reuse(subject, n)
@@ -198,7 +238,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
             ctx.step(f"{subject} overhead")
 
     for dist, cap in configs:
-        if dist == "fixed":
+        if dist == "fixed" and cap not in paired:
             work.lat = latencies(dist, CALLS, ctx.seed)
             record(
                 ENGINE,
@@ -206,7 +246,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 cap,
                 CALLS,
                 [await _engine_wall(work, cap) for _ in range(ctx.runs)],
-                note="InProcessRuntime: the engine's driver without a sandbox",
+                note=_ENGINE_NOTE,
             )
     ctx.step("engine")
 
@@ -261,6 +301,8 @@ async def run(ctx: BenchContext) -> SuiteResult:
     ctx.step("smolagents")
 
     for dist, cap in configs:
+        if dist == "fixed" and cap in paired:
+            continue
         work.lat = latencies(dist, CALLS, ctx.seed)
         record(
             FLOOR, dist, cap, CALLS, [await _floor_wall(work, cap, CALLS) for _ in range(ctx.runs)]
@@ -279,7 +321,11 @@ async def run(ctx: BenchContext) -> SuiteResult:
         dist: [[cap, round(ideal_ms(latencies(dist, CALLS, ctx.seed), cap), 3)] for cap in caps]
         for dist, caps in sweep.items()
     }
+    for curves in series["sweep"].values():
+        for curve in curves.values():
+            curve.sort()
     result.series = series
+    result.rows = _in_table_order(result.rows, configs, sizes)
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     if ctx.has(SMOLAGENTS):
@@ -290,25 +336,40 @@ async def run(ctx: BenchContext) -> SuiteResult:
 
 
 async def _guest_walls(mode: CodeMode, program: str, runs: int) -> list[float]:
-    walls = []
-    for i in range(runs + 1):
-        base = []
-        for _ in range(3):
-            await ready_all()
-            clock = timed()
-            await mode.run(
-                "return true" if mode.rt.code_runtime.language == "typescript" else "return True"
-            )
-            base.append(clock())
+    walls = [await _guest_wall(mode, program) for _ in range(runs + 1)]
+    return walls[1:]  # the first is a warm-up
+
+
+async def _guest_wall(mode: CodeMode, program: str) -> float:
+    """One run's wall time, the median of three adjacent ``return True`` runs subtracted."""
+    base = []
+    for _ in range(3):
         await ready_all()
         clock = timed()
-        value = await mode.run(program)
-        elapsed = clock()
-        if value is not True:
-            raise RuntimeError(f"fan-out program returned {value!r}")
-        if i:  # the first is a warm-up
-            walls.append(max(0.0, elapsed - statistics.median(base)))
-    return walls
+        await mode.run(
+            "return true" if mode.rt.code_runtime.language == "typescript" else "return True"
+        )
+        base.append(clock())
+    await ready_all()
+    clock = timed()
+    value = await mode.run(program)
+    elapsed = clock()
+    if value is not True:
+        raise RuntimeError(f"fan-out program returned {value!r}")
+    return max(0.0, elapsed - statistics.median(base))
+
+
+def _in_table_order(rows: list[Row], configs: list[tuple[str, int]], sizes: list[int]) -> list[Row]:
+    """Rows grouped by subject (in the order subjects first appear), then the sweep's
+    configurations in order, then the overhead sizes: the targets' configurations were
+    measured first."""
+    rank: dict[str, int] = {}
+    for row in rows:
+        rank.setdefault(row.subject, len(rank))
+    order = [case_name(dist, CALLS, cap) for dist, cap in configs]
+    order += [case_name("fixed", n, n) for n in sizes]
+    position = {name: i for i, name in reversed(list(enumerate(order)))}
+    return sorted(rows, key=lambda row: (rank[row.subject], position.get(row.case, len(order))))
 
 
 async def _engine_wall(work: _Workload, cap: int) -> float:

@@ -30,6 +30,22 @@ def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
+def one_run_without_peers(suite: str) -> dict[str, Any]:
+    """``suite`` of a ``--quick --runs 1`` JSON run with both external peers off."""
+    proc = bench(
+        "--suite", suite, "--runs", "1", "--quick", "--json",
+        "--no-peer", "smolagents", "--no-peer", "pydantic-monty",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)["suites"][suite]
+    return result
+
+
+def counts(rows: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """Each row's sample count, by (case, subject)."""
+    return {(row["case"], row["subject"]): row["n"] for row in rows}
+
+
 def _assert_shape(data: dict[str, Any], suites: list[str]) -> None:
     assert set(data) == {"env", "suites", "peers"}
     env = data["env"]
@@ -99,13 +115,8 @@ def test_compute_floors_are_sampled_beside_every_guest_sample() -> None:
     # A floor timed in a block of its own measured a different machine (this one's speed
     # drifts): each guest sample has a CPython floor sample beside it, and each
     # TypeScript sample a bare-QuickJS one; at least five of each, even with --runs 1.
-    proc = bench(
-        "--suite", "compute", "--runs", "1", "--quick", "--json",
-        "--no-peer", "smolagents", "--no-peer", "pydantic-monty",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)["suites"]["compute"]["rows"]
-    n = {(row["case"], row["subject"]): row["n"] for row in rows}
+    rows = one_run_without_peers("compute")["rows"]
+    n = counts(rows)
     cases = {case for case, _ in n}
     assert len(cases) == 3
     for case in cases:
@@ -137,6 +148,25 @@ def test_payload_target_case_is_measured_in_rounds_with_its_peer_and_floors() ->
         assert cases[6:9] == ["in 1 MB", "out 1 MB", "in+out 1 MB"], cases
     order = [row["subject"] for row in rows]
     assert order == sorted(order, key=order.index)  # each subject's rows are together
+
+
+def test_fanout_target_configurations_are_measured_in_rounds_with_their_floor() -> None:
+    # Fixed 100 x 10 ms at caps 10 and 100 (the targets): both guests, the engine alone
+    # and the asyncio floor take one run each per round, at least five rounds; the rest
+    # of the sweep keeps --runs. The rows still read grouped by subject, in sweep order.
+    suite = one_run_without_peers("fanout")
+    rows = suite["rows"]
+    n = counts(rows)
+    subjects = ("codemode-python", "codemode-typescript", "codemode-engine", "asyncio-floor")
+    for cap in (10, 100):
+        for subject in subjects:
+            assert n[(f"fixed 100 x 10 ms, cap {cap}", subject)] == 5, (cap, subject)
+    assert n[("fixed 100 x 10 ms, cap 5", "codemode-python")] == 1
+    cases = [row["case"] for row in rows if row["subject"] == "codemode-python"]
+    assert cases[:4] == [f"fixed 100 x 10 ms, cap {cap}" for cap in (5, 10, 50, 100)]
+    order = [row["subject"] for row in rows]
+    assert order == sorted(order, key=order.index)
+    assert suite["series"]["timeline"]  # one cap-10 run's sub-call timeline, for the plot
 
 
 def test_check_exit_status_follows_the_targets_in_the_report() -> None:
