@@ -22,6 +22,7 @@ __all__ = [
     "Row",
     "SuiteResult",
     "Target",
+    "in_table_order",
     "summarize",
 ]
 
@@ -141,6 +142,19 @@ def summarize(
         ratio_to_ideal=round(median / ideal, 4) if ideal else None,
         note=note,
     )
+
+
+def in_table_order(rows: list[Row], cases: list[str]) -> list[Row]:
+    """``rows`` grouped by subject (in the order subjects first appear), each subject's
+    rows in the order of ``cases`` (first listing wins; unlisted cases go last): for a
+    suite that measured some cases out of their table order."""
+    rank: dict[str, int] = {}
+    for row in rows:
+        rank.setdefault(row.subject, len(rank))
+    position: dict[str, int] = {}
+    for name in cases:
+        position.setdefault(name, len(position))
+    return sorted(rows, key=lambda row: (rank[row.subject], position.get(row.case, len(position))))
 
 
 def cross_ratios(rows: list[Row]) -> None:

@@ -12,7 +12,6 @@ Each floor sample is taken right beside a guest's sample (``_Floors``), at least
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -23,11 +22,11 @@ from ._common import (
     BenchContext,
     monty_base,
     monty_pool,
+    net_run,
     open_runtime,
     ready_all,
     run_direct,
     smolagents_executor,
-    time_ready,
     timed,
 )
 from ._model import (
@@ -194,13 +193,8 @@ async def _guests(ctx: BenchContext, result: SuiteResult, runs: int, floors: _Fl
                 await run_direct(runtime, program)  # warm-up
                 samples = []
                 for _ in range(runs):
-                    base = statistics.median(
-                        [await time_ready(run_direct(runtime, "return 1")) for _ in range(2)]
-                    )
-                    await ready_all()
-                    clock = timed()
-                    value = await run_direct(runtime, program)
-                    samples.append(max(0.0, clock() - base))
+                    sample, value = await net_run(runtime, program)
+                    samples.append(sample)
                     if (subject != OURS_TS or case.exact_ts) and value != expected:
                         raise RuntimeError(f"{case.name}: {subject} gave {value!r}")
                     # The run's fresh worker is forked in the background: not beside the

@@ -50,6 +50,7 @@ from ._model import (
     Row,
     SuiteResult,
     cross_ratios,
+    in_table_order,
     summarize,
 )
 
@@ -325,7 +326,11 @@ async def run(ctx: BenchContext) -> SuiteResult:
         for curve in curves.values():
             curve.sort()
     result.series = series
-    result.rows = _in_table_order(result.rows, configs, sizes)
+    result.rows = in_table_order(
+        result.rows,
+        [case_name(dist, CALLS, cap) for dist, cap in configs]
+        + [case_name("fixed", n, n) for n in sizes],
+    )
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     if ctx.has(SMOLAGENTS):
@@ -357,19 +362,6 @@ async def _guest_wall(mode: CodeMode, program: str) -> float:
     if value is not True:
         raise RuntimeError(f"fan-out program returned {value!r}")
     return max(0.0, elapsed - statistics.median(base))
-
-
-def _in_table_order(rows: list[Row], configs: list[tuple[str, int]], sizes: list[int]) -> list[Row]:
-    """Rows grouped by subject (in the order subjects first appear), then the sweep's
-    configurations in order, then the overhead sizes: the targets' configurations were
-    measured first."""
-    rank: dict[str, int] = {}
-    for row in rows:
-        rank.setdefault(row.subject, len(rank))
-    order = [case_name(dist, CALLS, cap) for dist, cap in configs]
-    order += [case_name("fixed", n, n) for n in sizes]
-    position = {name: i for i, name in reversed(list(enumerate(order)))}
-    return sorted(rows, key=lambda row: (rank[row.subject], position.get(row.case, len(order))))
 
 
 async def _engine_wall(work: _Workload, cap: int) -> float:

@@ -20,12 +20,12 @@ from ._common import (
     BenchContext,
     monty_base,
     monty_pool,
+    net_run,
     open_runtime,
     ready_all,
     run_child,
     run_direct,
     smolagents_executor,
-    time_ready,
     timed,
 )
 from ._model import (
@@ -35,9 +35,9 @@ from ._model import (
     OURS_TS,
     QUICKJS_FLOOR,
     SMOLAGENTS,
-    Row,
     SuiteResult,
     cross_ratios,
+    in_table_order,
     summarize,
 )
 
@@ -193,13 +193,7 @@ async def _paired(
         for i in range(rounds + 1):  # the first round is a warm-up
             taken: dict[str, float] = {}
             for subject, runtime, program in guests:
-                base = statistics.median(
-                    [await time_ready(run_direct(runtime, "return 1")) for _ in range(2)]
-                )
-                await ready_all()
-                clock = timed()
-                value = await run_direct(runtime, program, functions)
-                taken[subject] = max(0.0, clock() - base)
+                taken[subject], value = await net_run(runtime, program, functions)
                 if value != size:
                     raise RuntimeError(f"{subject} {direction} {size}: got {value!r}")
             if monty is not None:
@@ -238,19 +232,6 @@ async def _paired(
         )
 
 
-def _in_table_order(rows: list[Row], sizes: list[int]) -> list[Row]:
-    """Rows grouped by subject (in the order subjects first appear), then by size and
-    direction: the paired case's rows were measured last."""
-    rank: dict[str, int] = {}
-    for row in rows:
-        rank.setdefault(row.subject, len(rank))
-    cases = {
-        case(d, size): i
-        for i, (size, d) in enumerate((size, d) for size in sizes for d in DIRECTIONS)
-    }
-    return sorted(rows, key=lambda row: (rank[row.subject], cases.get(row.case, len(cases))))
-
-
 async def run(ctx: BenchContext) -> SuiteResult:
     """Measure the suite."""
     sizes = (
@@ -283,13 +264,8 @@ async def run(ctx: BenchContext) -> SuiteResult:
                         await run_direct(runtime, program, functions)
                     samples = []
                     for _ in range(count(size)):
-                        base = statistics.median(
-                            [await time_ready(run_direct(runtime, "return 1")) for _ in range(2)]
-                        )
-                        await ready_all()
-                        clock = timed()
-                        value = await run_direct(runtime, program, functions)
-                        samples.append(max(0.0, clock() - base))
+                        sample, value = await net_run(runtime, program, functions)
+                        samples.append(sample)
                         if value != size:
                             raise RuntimeError(f"{direction} {size}: got {value!r}")
                     result.rows.append(
@@ -360,7 +336,7 @@ async def run(ctx: BenchContext) -> SuiteResult:
     ctx.step("quickjs floor")
     await _paired(ctx, result, functions, count(FRESH_FLOOR_BYTES))
     ctx.step("in+out 1 MB, paired")
-    result.rows = _in_table_order(result.rows, sizes)
+    result.rows = in_table_order(result.rows, [case(d, size) for size in sizes for d in DIRECTIONS])
     cross_ratios(result.rows)
     result.peers = {p: ctx.peers[p] for p in (MONTY, SMOLAGENTS, FLOOR)}
     return result
