@@ -68,7 +68,15 @@ from .._session import MemorySessionLog, SqliteSessionLog
 from .._signals import AbortSignal, reason_text
 from .._types import ToolDefinition, ToolExecutionInput, ToolExecutionResult
 from ..json import sealed, snapshot
-from ._events import SettleEvent, SettleTiming, StartEvent, StartTiming, encode, too_big
+from ._events import (
+    UNENCODABLE,
+    SettleEvent,
+    SettleTiming,
+    StartEvent,
+    StartTiming,
+    encode_event,
+    too_big,
+)
 from ._seam import Settle, SettlingBinding
 
 if TYPE_CHECKING:
@@ -319,9 +327,8 @@ class _Entry(msgspec.Struct, eq=False):
     # The definition and registry version ``classify`` resolved (``_may_start``).
     tool: ToolDefinition | None = None
     stamp: int = -1
-    # Shared by the two session events: their head fields, and whether the arguments
-    # are known to be over the log's bound (None: not looked at yet).
-    head: tuple[str, str, str, str, Any] | None = None
+    # Whether the arguments are known to be over the log's bound (None: not looked at
+    # yet), for both session events.
     args_big: bool | None = None
 
 
@@ -390,6 +397,9 @@ class SubDispatchDriver:
         self._end = anyio.Event()
         self._closed = anyio.Event()
         self._t0 = time.perf_counter()
+        # The head fields every event of this run starts with.
+        self._root_id = outer.root_call_id
+        self._parent_id = outer.call_id
         agent = outer.agent
         self._session = agent.session if agent is not None else None
         # The built-in logs never yield in ``append`` (see ``_session``), so an append is
@@ -546,6 +556,18 @@ class SubDispatchDriver:
         commits = self._commits
         pending = self._pending
         try:
+            if not commits and len(pending) == 1 and not self._signal._aborted:
+                # The commonest pass (a sequential program): one call queued and nothing
+                # started that has not committed (so nothing in flight). The loop below
+                # would take the same steps one pass at a time; it still looks for
+                # whatever arrived meanwhile before the lane is released.
+                held = await self._solo(pending.popleft())
+            elif len(commits) == 1 and commits[0].settled is not None and not pending:
+                # The other half of it: that call's body settled, nothing else is queued.
+                await self._commit(commits.popleft())
+                await self._backpressure()
+            if not pending and not (commits and commits[0].settled is not None):
+                return held  # nothing else to do (the loop's first pass would find so)
             while True:
                 if time.perf_counter() >= self._slice_end:
                     # Still holding the lane (order is kept): thousands of calls may be
@@ -556,9 +578,7 @@ class SubDispatchDriver:
                         self._hand_off(held)
                         held = None
                     await self._commit(commits.popleft())
-                    while self._pending_logs > self._cap:
-                        flag = self._logs_flag = _Flag(self._loop)
-                        await flag.wait()
+                    await self._backpressure()
                     continue
                 if pending:
                     head = pending[0]
@@ -596,8 +616,31 @@ class SubDispatchDriver:
                 break
         finally:
             self._busy = False
-            self._check_drained()
+            if self._stopping:
+                self._check_drained()
         return held
+
+    async def _solo(self, entry: _Entry) -> _Entry | None:
+        """``_pump``'s steps for ``entry`` when it is the only call queued and nothing is
+        in flight or waiting to commit (so it may start whatever its mode): start it, and
+        run and commit it in the lane unless it is a parallel call whose body is to run
+        (returned, as ``_pump`` returns a held body)."""
+        mode, entry.tool, entry.stamp = self._rt.classify(entry.input)
+        if mode == "exclusive":
+            entry.exclusive = True
+        if await self._start(entry):
+            if not entry.exclusive:
+                return entry
+            await self._body(entry)
+        await self._commit(self._commits.popleft())
+        await self._backpressure()
+        return None
+
+    async def _backpressure(self) -> None:
+        """After a commit: wait while more than the cap of log appends are pending."""
+        while self._pending_logs > self._cap:
+            flag = self._logs_flag = _Flag(self._loop)
+            await flag.wait()
 
     def _check_drained(self) -> None:
         if (
@@ -790,43 +833,45 @@ class SubDispatchDriver:
 
     def _append_start(self, entry: _Entry) -> bool:
         """Append ``entry``'s start event encoded (``_events``); False when it must go
-        the dict way (not a memory log, presentation cards, over the bound...)."""
-        append = self._append_encoded
-        tool = entry.tool
-        if (
-            append is None
-            or (tool is not None and tool.present_call is not None)
-            or self._args_big(entry)
-        ):
-            return False
-        t0 = self._t0
-        assert entry.started_at is not None
-        timing = StartTiming(_ms(entry.queued_at - t0), _ms(entry.started_at - t0), self._in_flight)
-        body = encode(StartEvent(*self._event_head(entry), timing=timing))
-        return body is not None and self._stored(append, body, "tool/code-dispatch-start")
+        the dict way (not a memory log, presentation cards, over the bound...).
 
-    def _args_big(self, entry: _Entry) -> bool:
-        """Whether ``entry``'s arguments are known to be over the log's bound
-        (``too_big``), looked at once for both of its events."""
+        Written out in one function, as ``_append_settle`` is: they run on every sub-call
+        and each helper call was a measurable share of the engine's per-call cost.
+        """
+        append = self._append_encoded
+        if append is None:
+            return False
+        tool = entry.tool
+        if tool is not None and tool.present_call is not None:
+            return False
+        args = entry.log_arguments
         big = entry.args_big
         if big is None:
-            big = entry.args_big = too_big(entry.log_arguments, self._log_cap)
-        return big
-
-    def _event_head(self, entry: _Entry) -> tuple[str, str, str, str, Any]:
-        """The fields both of ``entry``'s events start with (``_events._Head``), made
-        once per entry."""
-        head = entry.head
-        if head is None:
-            outer = self._outer
-            head = entry.head = (
-                outer.root_call_id,
-                outer.call_id,
-                entry.sub_call_id,
-                entry.name,
-                entry.log_arguments,
+            big = entry.args_big = too_big(args, self._log_cap)
+        if big:
+            return False
+        t0 = self._t0
+        started = entry.started_at
+        assert started is not None
+        try:
+            body = encode_event(
+                StartEvent(
+                    self._root_id,
+                    self._parent_id,
+                    entry.sub_call_id,
+                    entry.name,
+                    args,
+                    # ``_ms``, written out.
+                    StartTiming(
+                        round((entry.queued_at - t0) * 1_000_000) / 1000,
+                        round((started - t0) * 1_000_000) / 1000,
+                        entry.in_flight_at_start,
+                    ),
+                )
             )
-        return head
+        except UNENCODABLE:
+            return False
+        return self._stored(append, body, "tool/code-dispatch-start")
 
     def _append_settle(
         self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
@@ -834,32 +879,48 @@ class SubDispatchDriver:
         """Append the settle event now: encoded (``_events``) where that applies, else
         as the dict ``_settle_event`` makes."""
         append = self._append_encoded
-        tool = self._settled_tool(entry)
-        if (
-            append is not None
-            and (tool is None or tool.present_result is None)
-            and not self._args_big(entry)
-            and not too_big(content, self._log_cap)
-        ):
-            t0 = self._t0
-            started, settled = entry.started_at, entry.settled_at
-            timing = SettleTiming(
-                _ms(entry.queued_at - t0),
-                None if started is None else _ms(started - t0),
-                None if settled is None else _ms(settled - t0),
-                _ms(committed - t0),
-                entry.in_flight_at_start,
-            )
-            body = encode(
-                SettleEvent(
-                    *self._event_head(entry),
-                    is_error=final.is_error,
-                    content=content,
-                    timing=timing,
-                )
-            )
-            if body is not None and self._stored(append, body, "tool/code-dispatch"):
-                return
+        if append is not None:
+            settled = entry.settled
+            # The definition the call resolved at prepare (``_settled_tool``).
+            tool = settled.exec._tool if settled is not None else self._settled_tool(entry)
+            big = entry.args_big
+            if big is None:
+                big = entry.args_big = too_big(entry.log_arguments, self._log_cap)
+            if (
+                (tool is None or tool.present_result is None)
+                and not big
+                and not too_big(content, self._log_cap)
+            ):
+                t0 = self._t0
+                started, settled_at = entry.started_at, entry.settled_at
+                try:
+                    body = encode_event(
+                        SettleEvent(
+                            self._root_id,
+                            self._parent_id,
+                            entry.sub_call_id,
+                            entry.name,
+                            entry.log_arguments,
+                            final.is_error,
+                            content,
+                            # ``_ms``, written out.
+                            SettleTiming(
+                                round((entry.queued_at - t0) * 1_000_000) / 1000,
+                                None
+                                if started is None
+                                else round((started - t0) * 1_000_000) / 1000,
+                                None
+                                if settled_at is None
+                                else round((settled_at - t0) * 1_000_000) / 1000,
+                                round((committed - t0) * 1_000_000) / 1000,
+                                entry.in_flight_at_start,
+                            ),
+                        )
+                    )
+                except UNENCODABLE:
+                    body = None
+                if body is not None and self._stored(append, body, "tool/code-dispatch"):
+                    return
         self._append_sync(self._settle_event(entry, final, committed, content))
 
     @staticmethod

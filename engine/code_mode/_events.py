@@ -23,7 +23,15 @@ import msgspec
 
 from ..json import FrozenDict, FrozenList
 
-__all__ = ["SettleEvent", "SettleTiming", "StartEvent", "StartTiming", "encode", "too_big"]
+__all__ = [
+    "UNENCODABLE",
+    "SettleEvent",
+    "SettleTiming",
+    "StartEvent",
+    "StartTiming",
+    "encode_event",
+    "too_big",
+]
 
 
 class StartTiming(msgspec.Struct, rename="camel"):
@@ -68,7 +76,12 @@ class SettleEvent(_Head, tag="tool/code-dispatch", tag_field="type"):
     timing: SettleTiming
 
 
-_encode = msgspec.json.Encoder().encode
+encode_event = msgspec.json.Encoder().encode
+"""An event's compact JSON; raises one of ``UNENCODABLE`` where only the dict way can
+write it (a lone surrogate, which UTF-8 cannot hold, or nesting deeper than ``msgspec``
+goes)."""
+
+UNENCODABLE = (UnicodeEncodeError, RecursionError, msgspec.EncodeError)
 _FROZEN = (FrozenDict, FrozenList)
 
 
@@ -93,12 +106,3 @@ def too_big(value: Any, cap: int | None) -> bool:
                         size += len(item)
         return size > cap
     return False
-
-
-def encode(event: StartEvent | SettleEvent) -> bytes | None:
-    """The event's compact JSON, or None where only the dict way can write it (a lone
-    surrogate, which UTF-8 cannot hold, or nesting deeper than ``msgspec`` goes)."""
-    try:
-        return _encode(event)
-    except (UnicodeEncodeError, RecursionError, msgspec.EncodeError):
-        return None

@@ -14,11 +14,12 @@ from code_mode_support import code_rt, echo_tool, run_code
 from codemode.engine import MemorySessionLog
 from codemode.engine._session import _encode_bytes
 from codemode.engine.code_mode._events import (
+    UNENCODABLE,
     SettleEvent,
     SettleTiming,
     StartEvent,
     StartTiming,
-    encode,
+    encode_event,
 )
 from codemode.engine.json import sealed, snapshot
 
@@ -53,7 +54,7 @@ def test_the_structs_encode_to_the_bytes_of_the_dicts() -> None:
             "arguments": frozen,
             "timing": sealed({"queuedMs": 0.125, "startedMs": 1.5, "inFlight": 3}),
         }
-        assert encode(
+        assert encode_event(
             StartEvent(
                 "root", "call-1", "call-1:code:7", "my-tool", frozen, StartTiming(0.125, 1.5, 3)
             )
@@ -83,12 +84,13 @@ def test_the_structs_encode_to_the_bytes_of_the_dicts() -> None:
                 "root", "call-1", "call-1:code:7", "my-tool", frozen, False, content,
                 SettleTiming(0.125, started, settled, 4.0, 0),
             )  # fmt: skip
-            assert encode(event) == _encode_bytes(sealed(settle))
+            assert encode_event(event) == _encode_bytes(sealed(settle))
 
 
 def test_what_utf8_cannot_hold_is_left_to_the_dict_way() -> None:
     lone = snapshot({"v": "\ud800"})
-    assert encode(StartEvent("r", "c", "c:code:1", "t", lone, StartTiming(0, 0, 0))) is None
+    with pytest.raises(UNENCODABLE):
+        encode_event(StartEvent("r", "c", "c:code:1", "t", lone, StartTiming(0, 0, 0)))
 
 
 def _program(*calls: Any) -> Any:
@@ -188,13 +190,13 @@ async def test_a_measured_big_argument_goes_the_dict_way_at_once(
     import codemode.engine.code_mode._driver as driver
 
     encoded: list[Any] = []
-    real = driver.encode
+    real = driver.encode_event
 
     def counting(event: Any) -> Any:
         encoded.append(event)
         return real(event)
 
-    monkeypatch.setattr(driver, "encode", counting)
+    monkeypatch.setattr(driver, "encode_event", counting)
     big = snapshot({"value": "x" * 300})
     big._digest = (len(msgspec.json.encode(big)), "0" * 64, b"{")
     log = MemorySessionLog(max_inline_bytes=256)
