@@ -41,14 +41,11 @@ import sqlite3
 import stat
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import anyio.abc
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.status import Status
 
 from codemode.agent import (
     Agent,
@@ -77,20 +74,26 @@ from ._compose import (
     make_state_dir,
     state_parent,
 )
+from ._console import LazyConsole, escape
 from ._log import collect_calls, panels
 from ._questions import visible
+
+if TYPE_CHECKING:
+    from rich.status import Status
 
 __all__ = ["agent_command"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MODES = ("native", "code", "both")
 _SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
-_err = Console(stderr=True, highlight=False)
+# rich loads when something is drawn (a card, the spinner) or its markup is needed: the
+# plain lines of a run that is not on a terminal are written without it (``line``).
+_err = LazyConsole(stderr=True, highlight=False)
 _MAX_PROMPT = 1024 * 1024
 
 
 def _usage(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    _err.line(("bold red", "error:"), f" {message}", soft_wrap=True)
     return typer.Exit(2)
 
 
@@ -192,7 +195,7 @@ class _RichView:
             self._spin("thinking…")
         elif kind == "workflow":
             self._stop()
-            _err.print(f"[magenta]{escape(visible(_workflow_line(event)))}[/]", soft_wrap=True)
+            _err.line(("magenta", visible(_workflow_line(event))), soft_wrap=True)
             if event["event"] != "end":
                 self._spin(f"running workflow {visible(str(event['name']))}…")
         elif kind == "subagent":
@@ -214,10 +217,10 @@ class _RichView:
                 f"{goal.get('roundsStarted')} of {goal.get('maxGoalRounds')} · "
                 f"{event.get('activation')}"
             )
-            _err.print(f"[cyan]{escape(visible(line))}[/]")
+            _err.line(("cyan", visible(line)))
         elif kind == "context":
             self._stop()
-            _err.print(f"[dim]context: {escape(visible(str(event['content'])))}[/]")
+            _err.line(("dim", f"context: {visible(str(event['content']))}"))
         elif kind == "turn-end":
             self._stop()
             self._end_line()
@@ -230,14 +233,14 @@ class _RichView:
             style = {"done": "dim", "concluded": "dim", "error": "bold red"}.get(
                 event["reason"], "yellow"
             )
-            _err.print(f"[{style}]\\[{escape(summary)}][/]")
+            _err.line((style, f"[{summary}]"))
             if event.get("note"):
-                _err.print(f"[{style}]{escape(str(event['note']))}[/]", soft_wrap=True)
+                _err.line((style, str(event["note"])), soft_wrap=True)
 
     def note(self, message: str) -> None:
         self._stop()
         self._end_line()
-        _err.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
+        _err.line(("dim", message), soft_wrap=True)
 
     def progress(self, message: str) -> None:
         # The same line as with --json, so it reads (and greps) the same either way.
@@ -798,7 +801,7 @@ def agent_command(
     except KeyboardInterrupt:
         code, stopped_by = 130, signal.SIGINT
     except ModelError as exc:
-        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        _err.line(("bold red", "error:"), f" {exc}", soft_wrap=True)
         code, stopped_by = 1, None
     if stopped_by is not None:
         word = _SIGNALS.get(signal.Signals(stopped_by), "stopped")

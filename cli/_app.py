@@ -23,8 +23,6 @@ import anyio
 import anyio.abc
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from codemode.engine import AbortController, SqliteSessionLog, ToolExecutionInput
 from codemode.engine.json import thaw
@@ -40,6 +38,7 @@ from ._compose import (
     open_invocation,
     state_parent,
 )
+from ._console import LazyConsole, escape
 from ._log import log_command
 from ._serve_mcp import serve_mcp_command
 
@@ -56,7 +55,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_err = Console(stderr=True)
+_err = LazyConsole(stderr=True)  # rich loads when first drawn with
 _DEFAULTS = CLI_LIMITS
 _T = TypeVar("_T")
 
@@ -84,7 +83,7 @@ WorkspaceOption = Annotated[
 def _usage(message: str) -> typer.Exit:
     # soft_wrap: one line whatever the terminal width, so the message stays greppable.
     # ``escape``: file names are user text, never markup.
-    _err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    _err.line(("bold red", "error:"), f" {message}", soft_wrap=True, highlight=False)
     return typer.Exit(2)
 
 
@@ -398,7 +397,7 @@ def run(
         sys.stdout.flush()
         info = result.error.info
         hint = _with_flag(head, info.kind if info else None)
-        _err.print(f"[bold red]error:[/] {escape(hint)}", soft_wrap=True, highlight=False)
+        _err.line(("bold red", "error:"), f" {hint}", soft_wrap=True, highlight=False)
     else:
         # From the value, not the content: the content is the model's view, cut to a
         # preview above 64 KiB with a pointer to a file this run removes.

@@ -16,20 +16,24 @@ import difflib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.markup import escape
-from rich.panel import Panel
-from rich.text import Text
 
 from codemode.engine import SqliteSessionLog
 from codemode.engine.json import thaw
 
+from ._console import LazyConsole, escape
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.panel import Panel
+
 __all__ = ["collect_calls", "log_command", "panels"]
 
-_err = Console(stderr=True)
+# rich loads in the functions that draw: ``codemode agent`` imports this module for
+# ``collect_calls`` and ``panels``, and draws only when a tool is called.
+_err = LazyConsole(stderr=True)
 # Cap per text body so one huge output does not bury the rest of the session.
 _MAX_LINES = 40
 
@@ -112,6 +116,8 @@ def _clip(body: str) -> str:
 
 
 def _content(blocks: Any) -> list[RenderableType]:
+    from rich.text import Text
+
     out: list[RenderableType] = []
     for block in blocks or []:
         if isinstance(block, dict) and block.get("type") == "text":
@@ -139,6 +145,8 @@ def _diffs(diffs: Any) -> list[RenderableType]:
 
 
 def _call_body(entry: dict[str, Any]) -> tuple[str, list[RenderableType]]:
+    from rich.text import Text
+
     card = entry["callCard"]
     if not isinstance(card, dict):
         args = json.dumps(thaw(entry["arguments"]), ensure_ascii=False, indent=2)
@@ -165,6 +173,8 @@ def _call_body(entry: dict[str, Any]) -> tuple[str, list[RenderableType]]:
 
 
 def _result_body(entry: dict[str, Any]) -> list[RenderableType]:
+    from rich.text import Text
+
     if not entry["settled"]:
         return [Text("(never settled)", style="yellow")]
     card = entry["resultCard"]
@@ -230,6 +240,10 @@ def _panel(
     children: dict[str, list[dict[str, Any]]] | None = None,
     seen: set[str] | None = None,
 ) -> Panel:
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.text import Text
+
     title, parts = _call_body(entry)
     seen = set() if seen is None else seen
     seen.add(entry["id"])
@@ -260,12 +274,14 @@ def log_command(
     try:
         events = SqliteSessionLog.read(session)
     except (FileNotFoundError, ValueError) as exc:
-        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        _err.line(("bold red", "error:"), f" {exc}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
     calls = collect_calls([thaw(event) for event in events])
     if as_json:
         sys.stdout.write(json.dumps({"calls": calls}, ensure_ascii=False) + "\n")
         return
+    from rich.console import Console
+
     out = Console(highlight=False)
     if not calls:
         out.print("(no tool calls in this session)")

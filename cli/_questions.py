@@ -22,9 +22,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
-from rich.console import Console, Group
-from rich.panel import Panel
-from rich.text import Text
 
 from codemode.tools.interact import (
     Answer,
@@ -35,6 +32,8 @@ from codemode.tools.interact import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from codemode.engine import AbortSignal, Scope
 
 __all__ = ["InteractiveQuestionProvider", "NOT_A_TERMINAL", "visible"]
@@ -80,7 +79,13 @@ class InteractiveQuestionProvider:
     """
 
     def __init__(self, *, console: Console | None = None, stdin: int | None = None) -> None:
-        self._console = console if console is not None else Console(stderr=True)
+        if console is None:
+            # rich loads here, and in the methods that draw: ``visible`` is all that
+            # ``codemode agent`` needs of this module until a question is asked.
+            from rich.console import Console
+
+            console = Console(stderr=True)
+        self._console = console
         self._fd = stdin if stdin is not None else sys.stdin.fileno()
         self._lock = anyio.Lock()
         self._buffer = b""
@@ -119,9 +124,13 @@ class InteractiveQuestionProvider:
 
     def _warn(self, message: str) -> None:
         # Text, not a str: no markup parsing, no number highlighting splitting the words.
+        from rich.text import Text
+
         self._console.print(Text(message, style="yellow"))
 
     async def _prompt(self, label: str) -> str:
+        from rich.text import Text
+
         self._console.print(Text(label, style="bold"), end="")
         self._console.file.flush()
         return (await self._readline()).strip()
@@ -142,6 +151,10 @@ class InteractiveQuestionProvider:
                 ) from None
 
     async def _ask_one(self, question: Question, index: int, total: int) -> Answer:
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.text import Text
+
         title = visible(question.header) if question.header else f"Question {index + 1}/{total}"
         body: list[Text] = [Text(visible(question.question))]
         labels = [o.label for o in question.options]
@@ -212,6 +225,8 @@ class InteractiveQuestionProvider:
         # Imported here: rich's Markdown (markdown-it, pygments) costs ~15 ms of every
         # CLI start-up, and only a plan review renders Markdown.
         from rich.markdown import Markdown
+        from rich.panel import Panel
+        from rich.text import Text
 
         self._console.print(
             Panel(

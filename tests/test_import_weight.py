@@ -67,8 +67,8 @@ def loaded_after(code: str) -> set[str]:
             ("openai", "pydantic"),
         ),
         # The whole CLI application: the model and MCP SDKs load only in the commands that
-        # talk to a model or serve MCP, Markdown and highlighting only when shown.
-        ("import codemode.cli._app", (*SDKS, *RENDERING, "yaml")),
+        # talk to a model or serve MCP, rich (Markdown and highlighting too) only when drawn.
+        ("import codemode.cli._app", (*SDKS, *RENDERING, "rich", "yaml")),
         # The console script answers --version before the application loads.
         (
             "import sys; sys.argv = ['codemode', '--version']\n"

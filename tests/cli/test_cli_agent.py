@@ -522,6 +522,35 @@ def test_a_whole_turn_runs_without_openai(ws: Path, tmp_path: Path) -> None:
     assert proc.stderr.splitlines()[-1] == "loaded: [] None"
 
 
+# What a one-shot turn that calls no tool never needs (issue 24, target 8: start-up): rich
+# (its output is not a terminal: the CLI writes its plain lines itself, cli/_console.py).
+_NOT_LOADED_BY_A_PLAIN_ONE_SHOT = ("rich",)
+
+
+def test_a_plain_one_shot_turn_loads_no_rich(ws: Path, tmp_path: Path) -> None:
+    """``codemode agent "..."`` with stderr not a terminal and no tool call: the answer on
+    stdout, the summary line on stderr, and none of the modules above ever imported."""
+    with ModelServer([Reply(text=["all ", "done"])]) as server:
+        argv = _argv(server, ws, "say done", "--session", str(tmp_path / "s.db"))
+        probe = (
+            "import atexit, json, os, sys\n"
+            # Forced colour would make stderr a terminal to rich (and rich draw it).
+            "os.environ.pop('FORCE_COLOR', None); os.environ.pop('TTY_COMPATIBLE', None)\n"
+            f"heavy = {_NOT_LOADED_BY_A_PLAIN_ONE_SHOT!r}\n"
+            "atexit.register(lambda: print('loaded:', json.dumps([m for m in heavy"
+            " if m in sys.modules]), file=sys.stderr))\n"
+            f"sys.argv = {['codemode', *argv[3:]]!r}\n"
+            "from codemode.cli import main\n"
+            "main()\n"
+        )
+        proc = _run([sys.executable, "-c", probe])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "all done\n"
+    *_, summary, loaded = proc.stderr.splitlines()
+    assert summary.startswith("[done · 1 step · ") and summary.endswith(")]"), proc.stderr
+    assert loaded == "loaded: []", proc.stderr
+
+
 def test_both_mode_native_call_then_a_python_program(ws: Path, tmp_path: Path) -> None:
     program = (
         'seen = await tools.glob({"pattern": "*.txt"})\n'
