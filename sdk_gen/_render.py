@@ -5,16 +5,30 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._py import render_python
 from ._tool import ToolView, normalize_tools
-from ._ts import render_typescript
 
 __all__ = ["SDK_LANGUAGES", "render_sdk"]
 
-# Registration order is the order the error message lists the known languages in.
-_RENDERERS: Final[dict[str, Callable[[Sequence[ToolView], Mapping[str, Any] | None], str]]] = {
-    "typescript": render_typescript,
-    "python": render_python,
+_Renderer = Callable[[Sequence[ToolView], Mapping[str, Any] | None], str]
+
+
+def _typescript() -> _Renderer:
+    from ._ts import render_typescript
+
+    return render_typescript
+
+
+def _python() -> _Renderer:
+    from ._py import render_python
+
+    return render_python
+
+
+# Registration order is the order the error message lists the known languages in. Each
+# renderer's module loads on its first render: a process renders one language.
+_RENDERERS: Final[dict[str, Callable[[], _Renderer]]] = {
+    "typescript": _typescript,
+    "python": _python,
 }
 
 SDK_LANGUAGES: Final[tuple[str, ...]] = tuple(_RENDERERS)
@@ -48,4 +62,4 @@ def render_sdk(
         raise ValueError(
             f'no SDK renderer registered for runtime language "{language}" (known: {known})'
         )
-    return renderer(normalize_tools(tools), facts)
+    return renderer()(normalize_tools(tools), facts)

@@ -49,6 +49,11 @@ def loaded_after(code: str) -> set[str]:
             (*SDKS, *RENDERING, *CLI, *PARSERS, *RUNTIME, *LAYERS),
         ),
         ("import codemode.engine", (*SDKS, *RENDERING, *CLI, *PARSERS)),
+        # The SDK generator's renderers load on the first render of their language.
+        (
+            "import codemode.engine\ncodemode.engine.ToolRuntime",
+            ("codemode.sdk_gen._py", "codemode.sdk_gen._ts", "codemode.sdk_gen._py_names"),
+        ),
         ("import codemode.sandbox", (*SDKS, *RENDERING, *CLI, *PARSERS, "anyio")),
         (
             "import codemode.tools",
@@ -80,6 +85,7 @@ def loaded_after(code: str) -> set[str]:
     ids=[
         "codemode",
         "engine",
+        "engine-sdk-renderers",
         "sandbox",
         "tools",
         "agent",
