@@ -24,7 +24,6 @@ import random
 import re
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
@@ -216,7 +215,10 @@ def _retry_after(value: str | None) -> float | None:
     except ValueError:
         pass
     try:
+        # Imported here: email.utils (its charset and encoders modules) costs ~4 ms of
+        # start-up, and only a date-valued Retry-After needs it.
         import datetime
+        from email.utils import parsedate_to_datetime
 
         when = parsedate_to_datetime(value)
         return (when - datetime.datetime.now(when.tzinfo)).total_seconds()

@@ -59,7 +59,8 @@ def loaded_after(code: str) -> set[str]:
             "import codemode.tools",
             (*SDKS, *RENDERING, *CLI, "tree_sitter", "RestrictedPython", "yaml"),
         ),
-        ("import codemode.agent", (*SDKS, *RENDERING, *CLI, "RestrictedPython", "yaml")),
+        # email.utils only parses a Retry-After date.
+        ("import codemode.agent", (*SDKS, *RENDERING, *CLI, "RestrictedPython", "yaml", "email")),
         # An opened model client: httpx (which brings its own CLI's click, rich and pygments
         # when they are installed), never the openai SDK or pydantic.
         (
