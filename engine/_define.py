@@ -12,6 +12,7 @@ from ._errors import ToolArgsError
 from ._types import ToolDefinition, ToolOutput
 from .json import FrozenDict, FrozenList
 from .schema import (
+    compiled_validator,
     parameter_schema_spec_to_json_schema,
     validate_args,
     value_schema_spec_to_json_schema,
@@ -58,6 +59,13 @@ def define_tool(
     # validate the same immutable value two to four times. A weak reference: the memo
     # must not keep a large argument alive.
     memo: list[Any] = [None, ()]
+    # The compiled check of the parameters, looked up once here rather than on every
+    # call (``validate_args`` -> ``validator_for``'s cache): valid arguments (nearly
+    # every call) cost the check alone; anything else gets ``validate_args``' messages.
+    try:
+        valid: Callable[[Any], bool] | None = compiled_validator(compiled_params)
+    except RecursionError:
+        valid = None
 
     def violations(args: Any) -> list[str]:
         sealed = type(args) in _FROZEN and getattr(args, "_sealed", False) is True
@@ -65,7 +73,7 @@ def define_tool(
             ref = memo[0]
             if ref is not None and ref() is args:
                 return list(memo[1])
-        problems = validate_args(compiled_params, args)
+        problems = [] if valid is not None and valid(args) else validate_args(compiled_params, args)
         if sealed:
             memo[0] = weakref.ref(args)
             memo[1] = tuple(problems)

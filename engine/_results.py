@@ -162,9 +162,14 @@ def success_result(
         raise ToolOutputError(
             f'tool "{name}" returned invalid output: value snapshot failed: {error_message(exc)}'
         ) from None
-    violations = validate_json_schema_value(tool.output.schema, value, "value")
-    if violations:
-        raise ToolOutputError(f'tool "{name}" returned invalid output: {"; ".join(violations)}')
+    schema = tool.output.schema
+    # ``{}`` (the DSL's ``json``) admits every JSON value, and ``value`` is a lossless
+    # snapshot: nothing to validate (the validator's look-up and walk were a tenth of a
+    # native call's own cost).
+    if schema:
+        violations = validate_json_schema_value(schema, value, "value")
+        if violations:
+            raise ToolOutputError(f'tool "{name}" returned invalid output: {"; ".join(violations)}')
     try:
         rendered = tool.output.render(exec_.arguments, value)
     except Exception as exc:

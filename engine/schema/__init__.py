@@ -25,12 +25,14 @@ from ._dsl import parameter_schema_spec_to_json_schema as parameter_schema_spec_
 from ._dsl import value_schema_spec_to_json_schema as value_schema_spec_to_json_schema
 from ._subset import assert_object_json_schema as assert_object_json_schema
 from ._subset import assert_supported_json_schema as assert_supported_json_schema
+from ._validate import compiled_validator as compiled_validator
 from ._validate import validate_args as validate_args
 from ._validate import validate_json_schema_value as validate_json_schema_value
 
 __all__ = [
     "assert_object_json_schema",
     "assert_supported_json_schema",
+    "compiled_validator",
     "parameter_schema_spec_to_json_schema",
     "validate_args",
     "validate_json_schema_value",

@@ -225,6 +225,21 @@ def _valid(schema: Any, value: Any) -> bool:
         return False
 
 
+def compiled_validator(schema: Any) -> Callable[[Any], bool]:
+    """``schema``'s yes/no validator, compiled now, for a caller that keeps it (a tool's
+    parameters): True only when ``validate_json_schema_value`` would report nothing; a
+    value it will not decide (very deep) is False, for the walker to look at."""
+    check = validator_for(schema)
+
+    def valid(value: Any) -> bool:
+        try:
+            return check(value)
+        except (Undecided, RecursionError):
+            return False
+
+    return valid
+
+
 def validate_json_schema_value(schema: Any, value: Any, path: str = "value") -> list[str]:
     """Every violation of ``value`` against a supported ``schema``; ``[]`` when valid.
 
