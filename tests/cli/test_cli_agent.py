@@ -523,8 +523,16 @@ def test_a_whole_turn_runs_without_openai(ws: Path, tmp_path: Path) -> None:
 
 
 # What a one-shot turn that calls no tool never needs (issue 24, target 8: start-up): rich
-# (its output is not a terminal: the CLI writes its plain lines itself, cli/_console.py).
-_NOT_LOADED_BY_A_PLAIN_ONE_SHOT = ("rich",)
+# (its output is not a terminal: the CLI writes its plain lines itself, cli/_console.py),
+# and the tools' implementations that load on their first call: ripgrep's runner, the
+# language servers' JSON-RPC, the web fetch and its HTML conversion.
+_NOT_LOADED_BY_A_PLAIN_ONE_SHOT = (
+    "rich",
+    "codemode.tools.search._rg",
+    "codemode.tools.lsp._jsonrpc",
+    "codemode.tools.web._client",
+    "codemode.tools.web._markdown",
+)
 
 
 def test_a_plain_one_shot_turn_loads_no_rich(ws: Path, tmp_path: Path) -> None:

@@ -26,13 +26,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.abc
 
 from .._errors import LspError
-from ._jsonrpc import ConnectionLost, JsonRpcConnection, ResponseError
+
+if TYPE_CHECKING:
+    from ._jsonrpc import JsonRpcConnection
+
+# The JSON-RPC connection (``._jsonrpc``) is imported where a server is started and where
+# one is talked to: an ``LspManager`` whose session never calls ``lsp`` never loads it.
 
 __all__ = ["LanguageServer", "LspManager", "LspServerSpec", "kill_all_servers"]
 
@@ -211,6 +216,8 @@ class LanguageServer:
 
     async def request(self, method: str, params: Any) -> Any:
         """``method`` on the server; its failures as ``LspError``."""
+        from ._jsonrpc import ConnectionLost, ResponseError
+
         try:
             return await self.connection.request(method, params)
         except ConnectionLost:
@@ -230,6 +237,8 @@ class LanguageServer:
     async def sync(self, uri: str, path: str, text: str) -> None:
         """Make the server see ``text`` as the contents of ``uri``: ``didOpen`` the first
         time, ``didChange`` (full text) when it differs from what the server has."""
+        from ._jsonrpc import ConnectionLost
+
         # Serialized: two concurrent calls on one file must not both open it or race versions.
         async with self._sync_lock:
             try:
@@ -273,6 +282,8 @@ class LanguageServer:
     async def stop(self, grace_s: float = 1.0) -> None:
         """``shutdown`` + ``exit`` when it still answers (waiting up to ``grace_s`` for it
         to leave), then kill the process group."""
+        from ._jsonrpc import ConnectionLost, ResponseError
+
         with anyio.CancelScope(shield=True):
             if self.alive:
                 with anyio.move_on_after(grace_s):
@@ -316,6 +327,8 @@ async def _handle_server_request(method: str, params: Any) -> Any:
     if method == "workspace/applyEdit":
         # A read-only client never lets a server change files.
         return {"applied": False, "failureReason": "the lsp tool is read-only"}
+    from ._jsonrpc import ResponseError
+
     raise ResponseError(-32601, f"unhandled method {method}")
 
 
@@ -414,6 +427,8 @@ class LspManager:
             return started
 
     async def _start(self, root: str, spec: LspServerSpec) -> LanguageServer:
+        from ._jsonrpc import ConnectionLost, JsonRpcConnection
+
         assert self._group is not None
         try:
             process = await anyio.open_process(

@@ -14,7 +14,7 @@ import posixpath
 import stat as stat_mod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import msgspec
@@ -27,8 +27,10 @@ from .._config import ToolsConfig
 from .._errors import FsError, SearchError, io_error
 from .._text import js_json
 from ..fs._io import open_readable
-from . import _rg
-from ._rg import RgOutput, run_rg
+
+if TYPE_CHECKING:
+    # The ripgrep runner loads on the first search (``confined_by_kernel``, ``run_search``).
+    from ._rg import RgOutput
 
 __all__ = [
     "GLOB_UNSAVED",
@@ -172,6 +174,8 @@ def confined_by_kernel() -> bool:
     """Whether ``rg`` runs under Landlock here; without it, results are re-checked (and
     the first search says so once on the ``tools.search`` logger)."""
     global _warned_unconfined
+    from . import _rg
+
     if _rg.landlock_abi() > 0:
         return True
     if not _warned_unconfined:
@@ -302,6 +306,8 @@ async def run_search(
     cfg: ToolsConfig, ctx: Any, tool: str, argv: list[str], target: SearchTarget
 ) -> RgOutput:
     """``rg argv`` in ``target.root``, confined to it, cancelled by the call's signal."""
+    from ._rg import run_rg
+
     return await run_rg(
         [*argv, *target.argv()],
         cwd=target.root,

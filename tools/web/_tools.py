@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
@@ -19,10 +19,13 @@ from .._common import is_blank, result_parts
 from .._config import ToolsConfig
 from .._errors import WebError
 from .._text import utf16_head, utf16_len
-from ._client import fetch
-from ._markdown import Converted, html_to_markdown
 from ._policy import DestinationPolicy
 from ._search import SearchProvider, SearchResponse, merge_responses, search_provider_from_env
+
+if TYPE_CHECKING:
+    # The fetch (and its HTTP client) and the HTML conversion load on the first
+    # ``web_fetch``: a session that never fetches a page never imports them.
+    from ._markdown import Converted
 
 __all__ = [
     "WebConfig",
@@ -111,6 +114,8 @@ class _Conversions:
         self._items: OrderedDict[tuple[str, int], Converted] = OrderedDict()
 
     def convert(self, html: str, max_source_chars: int) -> Converted:
+        from ._markdown import Converted, html_to_markdown
+
         # Only the cut source matters, so that is the key: an entry holds at most
         # ``max_source_chars`` of source whatever the page's size. ``len`` first: it is O(1)
         # and settles the common large case without scanning the whole page.
@@ -216,6 +221,8 @@ def build_web_fetch(cfg: ToolsConfig, web: WebConfig) -> ToolDefinition:
         url = raw.strip()
 
         async def run() -> Any:
+            from ._client import fetch
+
             return await fetch(
                 url,
                 web.policy,
