@@ -244,7 +244,13 @@ class _Workers:
         ready = getattr(loop, "_ready", None)
         if ready is None:
             return False
-        task = loop.create_task(self._once(job), name="run_code sub-dispatch")
+        # ``asyncio.Task`` itself when the loop has no task factory (what
+        # ``create_task`` would do, without its frame).
+        task = (
+            asyncio.Task(self._once(job), loop=loop, name="run_code sub-dispatch")
+            if loop._task_factory is None  # type: ignore[attr-defined]
+            else loop.create_task(self._once(job), name="run_code sub-dispatch")
+        )
         self._tasks.add(task)
         handle = ready[-1] if ready else None
         if handle is not None and getattr(handle._callback, "__self__", None) is task:
@@ -315,7 +321,7 @@ class _Entry(msgspec.Struct, eq=False):
     queued_at: float
     # Who is told the outcome: the awaiting program task (``done``) or a callback.
     settle: Settle | None = None
-    done: _Flag | None = None
+    done: _Flag | asyncio.Future[None] | None = None
     exclusive: bool = False
     dispatch: Dispatch | None = None
     settled: Settled | None = None
@@ -442,12 +448,11 @@ class SubDispatchDriver:
     async def submit(self, name: str, raw_args: Any) -> Any:
         """Queue one sub-call and wait for its committed outcome (value or raise)."""
         entry = self._enqueue(name, raw_args, None)
-        assert entry.done is not None
-        done = entry.done._future
-        if done is None:
-            await entry.done.wait()
-        elif not done.done():
-            await done  # the future itself: no ``_Flag.wait`` frame on the hot path
+        done = entry.done
+        if type(done) is _Flag:
+            await done.wait()
+        elif not done.done():  # type: ignore[union-attr]
+            await done  # type: ignore[misc]
         ok, payload = self._handed_out(entry)
         if ok:
             return payload
@@ -476,6 +481,7 @@ class SubDispatchDriver:
         outer = self._outer
         queued_at = time.perf_counter()
         call_id = f"{outer.call_id}:code:{self._counter}"
+        loop = self._loop
         input_ = ToolExecutionInput(
             call_id=call_id,
             root_call_id=outer.root_call_id,
@@ -494,7 +500,9 @@ class SubDispatchDriver:
             call_id,
             queued_at,
             settle,
-            _Flag(self._loop) if settle is None else None,
+            # Who awaits: a bare future on asyncio (a ``_Flag`` costs a wrapper
+            # object and a call to set it, per sub-call), else a ``_Flag``.
+            None if settle is not None else _Flag(None) if loop is None else loop.create_future(),
         )
         pending = self._pending
         pending.append(entry)
@@ -670,8 +678,12 @@ class SubDispatchDriver:
         entry.outcome = (ok, payload)
         settle = entry.settle
         if settle is None:
-            assert entry.done is not None
-            entry.done.set()
+            done = entry.done
+            if type(done) is _Flag:
+                done.set()
+            elif not done.done():  # type: ignore[union-attr]
+                # (done when the program's task, cancelled, cancelled it)
+                done.set_result(None)  # type: ignore[union-attr]
             return
         ok, payload = self._handed_out(entry)
         try:
