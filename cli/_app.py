@@ -57,7 +57,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-_err = LazyConsole(stderr=True)  # rich loads when first drawn with
+_err = LazyConsole(stderr=True)  # rich loads on the first line it has to draw
 _DEFAULTS = CLI_LIMITS
 _T = TypeVar("_T")
 

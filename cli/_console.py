@@ -89,6 +89,10 @@ class LazyConsole:
         return self._console
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_options" not in self.__dict__:
+            # Protocols probed on the class (copy, pickle) and a half-built instance: not
+            # rich's to answer.
+            raise AttributeError(name)
         return getattr(self.console, name)
 
     @property
