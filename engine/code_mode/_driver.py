@@ -573,7 +573,8 @@ class SubDispatchDriver:
             elif len(commits) == 1 and commits[0].settled is not None and not pending:
                 # The other half of it: that call's body settled, nothing else is queued.
                 await self._commit(commits.popleft())
-                await self._backpressure()
+                if self._pending_logs > self._cap:
+                    await self._backpressure()
             if not pending and not (commits and commits[0].settled is not None):
                 return held  # nothing else to do (the loop's first pass would find so)
             while True:
@@ -586,7 +587,8 @@ class SubDispatchDriver:
                         self._hand_off(held)
                         held = None
                     await self._commit(commits.popleft())
-                    await self._backpressure()
+                    if self._pending_logs > self._cap:
+                        await self._backpressure()
                     continue
                 if pending:
                     head = pending[0]
@@ -599,7 +601,10 @@ class SubDispatchDriver:
                         if held is not None:
                             self._hand_off(held)
                             held = None
-                        if await self._start(head):
+                        started = self._start_now(head)
+                        if started is None:
+                            started = await self._start(head)
+                        if started:
                             if head.exclusive:
                                 # An exclusive call runs alone and is the commit head, so
                                 # the lane has nothing else to do until its body settles:
@@ -636,12 +641,16 @@ class SubDispatchDriver:
         mode, entry.tool, entry.stamp = self._rt.classify(entry.input)
         if mode == "exclusive":
             entry.exclusive = True
-        if await self._start(entry):
+        started = self._start_now(entry)
+        if started is None:
+            started = await self._start(entry)
+        if started:
             if not entry.exclusive:
                 return entry
             await self._body(entry)
         await self._commit(self._commits.popleft())
-        await self._backpressure()
+        if self._pending_logs > self._cap:
+            await self._backpressure()
         return None
 
     async def _backpressure(self) -> None:
@@ -702,43 +711,75 @@ class SubDispatchDriver:
             return False, self._over(entry.name, "result discarded")
         return entry.outcome
 
+    def _start_now(self, entry: _Entry) -> bool | None:
+        """``_start`` without a coroutine (one per sub-call otherwise), or None, with
+        nothing done, where a step of it could wait: a session log other than the
+        built-in ones, or a ``tools/pre-execute`` listener."""
+        if (self._session is not None and self._append_now is None) or self._pipeline._listening[
+            "tools/pre-execute"
+        ]:
+            return None
+        self._started(entry)
+        if self._session is not None and not self._append_start(entry):
+            self._append_sync(self._start_event(entry))
+        # No listener (checked above, and nothing since ran code that could add one).
+        gate = self._pipeline.prepare_now(entry.input, (entry.tool, entry.stamp))
+        assert gate is not None
+        return self._gated(entry, gate)
+
     async def _start(self, entry: _Entry) -> bool:
         """Start ``entry``; True when its body is to run (else it is already settled)."""
+        started = self._start_now(entry)
+        if started is not None:
+            return started
+        self._started(entry)
+        if self._session is not None and not self._append_start(entry):
+            if self._append_now is not None:
+                self._append_sync(self._start_event(entry))
+            else:
+                await self._append(self._start_event(entry))
+        gate = self._pipeline.prepare_now(entry.input, (entry.tool, entry.stamp))
+        if gate is None:
+            gate = await self._pipeline.prepare(entry.input)
+        return self._gated(entry, gate)
+
+    def _started(self, entry: _Entry) -> None:
+        """The lane's bookkeeping of a start: the commit queue and the timing fields."""
         if entry.exclusive:
             self._exclusive_active = True
         self._commits.append(entry)
         entry.started_at = time.perf_counter()
         entry.in_flight_at_start = self._in_flight
-        if self._session is not None and not self._append_start(entry):
-            args = entry.log_arguments
-            event = {
-                "type": "tool/code-dispatch-start",
-                "rootCallId": self._outer.root_call_id,
-                "parentCallId": self._outer.call_id,
-                "subCallId": entry.sub_call_id,
-                "name": entry.name,
-                "arguments": args,
+
+    def _start_event(self, entry: _Entry) -> dict[str, Any]:
+        """``entry``'s start event as a dict (the way every log but a memory one gets it)."""
+        args = entry.log_arguments
+        event = {
+            "type": "tool/code-dispatch-start",
+            "rootCallId": self._outer.root_call_id,
+            "parentCallId": self._outer.call_id,
+            "subCallId": entry.sub_call_id,
+            "name": entry.name,
+            "arguments": args,
+        }
+        # The definition ``_may_start`` classified with: for a sub-call (no code collapse
+        # applies) the one ``get`` resolves.
+        tool = entry.tool
+        if tool is not None and tool.present_call is not None:
+            event.update(call_card_fields(tool, args))
+        t0 = self._t0
+        assert entry.started_at is not None
+        event["timing"] = sealed(
+            {
+                "queuedMs": _ms(entry.queued_at - t0),
+                "startedMs": _ms(entry.started_at - t0),
+                "inFlight": self._in_flight,
             }
-            # The definition ``_may_start`` classified with: for a sub-call (no code
-            # collapse applies) the one ``get`` resolves.
-            tool = entry.tool
-            if tool is not None and tool.present_call is not None:
-                event.update(call_card_fields(tool, args))
-            t0 = self._t0
-            event["timing"] = sealed(
-                {
-                    "queuedMs": _ms(entry.queued_at - t0),
-                    "startedMs": _ms(entry.started_at - t0),
-                    "inFlight": self._in_flight,
-                }
-            )
-            if self._append_now is not None:
-                self._append_sync(sealed(event))
-            else:
-                await self._append(sealed(event))
-        gate = self._pipeline.prepare_now(entry.input, (entry.tool, entry.stamp))
-        if gate is None:
-            gate = await self._pipeline.prepare(entry.input)
+        )
+        return sealed(event)
+
+    def _gated(self, entry: _Entry, gate: Dispatch | Settled) -> bool:
+        """What ``prepare`` decided for ``entry``: True when its body is to run."""
         if isinstance(gate, Settled):
             entry.settled_at = time.perf_counter()
             entry.settled = gate
