@@ -41,9 +41,11 @@ the method's ``(``).
 
 # C0 controls (minus TAB..CR, which the whitespace fold already removed), DEL and the C1
 # controls: NUL makes CPython reject the source outright and the rest are invisible.
-_UNPRINTABLE: Final = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 # A lone surrogate cannot be encoded as UTF-8, so it would make the source uncompilable.
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# One pass finds both kinds (`_visible` tells them apart by code point).
+_UNPRINTABLE_OR_SURROGATE: Final = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+# ASCII letters and digits: what `_is_xid_continue` keeps of an ASCII name, but `_`.
+_ASCII_WORD: Final = re.compile("[A-Za-z0-9]+")
 
 
 def _nfkc(text: str) -> str:
@@ -96,6 +98,17 @@ def camel_case(raw: str) -> str:
     since ``Tool`` plus a combining mark can compose) so that what CPython compiles is
     what was emitted.
     """
+    if raw.isascii():
+        # The same rules, spelled for ASCII (every tool and field name a render meets,
+        # in practice): the words are the runs of letters and digits, case mapping and
+        # NFKC change nothing else, and only a letter starts an identifier.
+        joined = "".join(word[0].upper() + word[1:] for word in _ASCII_WORD.findall(raw))
+        return joined if joined[:1].isalpha() else "Tool" + joined
+    return _camel_case_any(raw)
+
+
+def _camel_case_any(raw: str) -> str:
+    """``camel_case`` for any text (a test checks the ASCII path against this one)."""
     parts: list[str] = []
     current: list[str] = []
     for char in raw:
@@ -161,10 +174,13 @@ def describe(description: object) -> str | None:
     """
     if not isinstance(description, str):
         return None
-    text = collapse_whitespace(description)
-    text = _UNPRINTABLE.sub(lambda match: f"\\x{ord(match.group(0)):02x}", text)
-    text = _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text)
+    text = _UNPRINTABLE_OR_SURROGATE.sub(_visible, collapse_whitespace(description))
     return text or None
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\u{code:04x}" if code >= 0xD800 else f"\\x{code:02x}"
 
 
 def docstring(description: object, indent: str) -> list[str]:

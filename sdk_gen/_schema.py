@@ -45,7 +45,14 @@ _TYPED_KEYWORDS: Final[Mapping[str, frozenset[str]]] = {
 
 def is_schema_record(value: object) -> bool:
     """Whether ``value`` is a JSON object: a mapping whose keys are all strings."""
-    return isinstance(value, Mapping) and all(isinstance(key, str) for key in value)
+    # `type(...) is dict` first: an ABC isinstance check is slow and a render makes
+    # thousands of these.
+    if type(value) is not dict and not isinstance(value, Mapping):
+        return False
+    for key in value:  # a loop, not all(genexpr): this runs for every node of every schema
+        if not isinstance(key, str):
+            return False
+    return True
 
 
 def _is_json_array(value: object) -> bool:
@@ -128,7 +135,8 @@ def _node_is_valid(node: Mapping[str, Any], children: list[object]) -> bool:
     """Check one schema object's own keywords, appending the sub-schemas to visit."""
     for key, value in node.items():
         if key in _ANNOTATIONS:
-            if not _is_lossless_json(value):
+            # A string (every description) is lossless JSON: no walk for it.
+            if not isinstance(value, str) and not _is_lossless_json(value):
                 return False
         elif key not in _CONSTRAINTS:
             return False
@@ -154,8 +162,9 @@ def _node_is_valid(node: Mapping[str, Any], children: list[object]) -> bool:
     schema_type = node["type"]
     if not isinstance(schema_type, str) or schema_type not in _TYPES:
         return False
-    if any(key in node and schema_type not in types for key, types in _TYPED_KEYWORDS.items()):
-        return False
+    for key, types in _TYPED_KEYWORDS.items():
+        if key in node and schema_type not in types:
+            return False
     if schema_type == "object":
         return _object_is_valid(node, children)
     if schema_type == "array":

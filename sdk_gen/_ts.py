@@ -117,12 +117,19 @@ class _Render:
     names: dict[str, str] = field(default_factory=dict)
     taken: set[str] = field(default_factory=lambda: set(_RESERVED_TYPE_NAMES))
     declarations: list[str] = field(default_factory=list)
+    # Each node's JSON text, by identity: both passes (and the declaration of a shared
+    # shape) ask for the same nodes, which the tools hold for the whole render.
+    texts: dict[int, str | None] = field(default_factory=dict)
 
     def key(self, node: Mapping[str, Any]) -> str | None:
-        try:
-            return ("A" if self.args else "O") + json.dumps(node, ensure_ascii=False)
-        except (TypeError, ValueError, RecursionError):
-            return None
+        text = self.texts.get(id(node), "")
+        if text == "":
+            try:
+                text = json.dumps(node, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError):
+                text = None
+            self.texts[id(node)] = text
+        return None if text is None else ("A" if self.args else "O") + text
 
     def name_for(self, hint: str) -> str:
         base = camel_case(hint) if hint else "Shape"
@@ -209,8 +216,11 @@ def json_schema_to_ts(schema: object, indent: int = 0) -> str:
     return _root(schema, indent, None, "")
 
 
-def _root(schema: object, indent: int, ctx: _Render | None, hint: str) -> str:
-    if not is_supported_schema(schema):
+def _root(
+    schema: object, indent: int, ctx: _Render | None, hint: str, supported: bool | None = None
+) -> str:
+    """``supported``: whether ``schema`` passed the subset check (``None``: check it)."""
+    if not (is_supported_schema(schema) if supported is None else supported):
         return "unknown"
     assert isinstance(schema, Mapping)
     try:
@@ -228,18 +238,23 @@ def _interface(name: str, members: Sequence[str]) -> str:
 def render_typescript(tools: Sequence[ToolView], facts: Mapping[str, Any] | None = None) -> str:
     """The whole TypeScript ``tools:sdk`` section for tools already in sorted order."""
     ctx = _Render()
+    # Each schema is checked once, not once per pass.
+    supported = [
+        (is_supported_schema(tool.parameters), is_supported_schema(tool.output_schema))
+        for tool in tools
+    ]
     for counting in (True, False):
         ctx.counting = counting
         args_members: list[str] = []
         output_members: list[str] = []
-        for tool in tools:
+        for tool, (args_ok, output_ok) in zip(tools, supported, strict=True):
             key = ts_key(tool.name)
             # The tool's own description documents the ToolArgsMap entry only.
             args_members.extend(_jsdoc(tool.description, 1))
             ctx.args = True
-            args = _root(tool.parameters, 1, ctx, f"{tool.name}_args")
+            args = _root(tool.parameters, 1, ctx, f"{tool.name}_args", args_ok)
             ctx.args = False
-            output = _root(tool.output_schema, 1, ctx, f"{tool.name}_output")
+            output = _root(tool.output_schema, 1, ctx, f"{tool.name}_output", output_ok)
             args_members.append(f"{pad(1, _INDENT)}{key}: {args};")
             output_members.append(f"{pad(1, _INDENT)}{key}: {output};")
     declaration = "\n\n".join(

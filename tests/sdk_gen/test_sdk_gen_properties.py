@@ -19,6 +19,7 @@ from codemode.sdk_gen import (
     json_schema_to_ts,
     render_sdk,
 )
+from codemode.sdk_gen._py_names import _camel_case_any, camel_case
 
 settings.register_profile("sdk_gen", deadline=None, max_examples=150)
 SDK_GEN = settings.get_profile("sdk_gen")
@@ -103,3 +104,11 @@ def test_sdk_gen_and_the_engine_agree_on_the_subset(schema: Any) -> None:
         frozen = assert_supported_json_schema(schema)
         assert json_schema_to_ts(frozen) == json_schema_to_ts(schema)
         assert json_schema_to_py(frozen) == json_schema_to_py(schema)
+
+
+@settings(max_examples=1000)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=12))
+def test_camel_case_ascii_path_matches_the_general_rules(raw: str) -> None:
+    # camel_case takes a shortcut for ASCII names (every name a real render meets); it
+    # must name exactly what the Unicode-aware path names.
+    assert camel_case(raw) == _camel_case_any(raw)
