@@ -52,22 +52,23 @@ MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 # Anything longer than this is no date-time; refusing early keeps messages short.
 _MAX_TEXT = 64
 
-_RFC3339 = re.compile(
+# The patterns are kept as text and matched with `re.fullmatch`, which compiles each on
+# its first use (and caches it): compiling all of them at import cost every
+# `codemode agent` start-up, which never parses a time unless a schedule is asked for.
+_RFC3339 = (
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})"
     r"(?:\.([0-9]{1,9}))?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
-_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-_TIME = re.compile(r"([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?")
+_DATE = r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+_TIME = r"([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?"
 # Looks like a date-time but lacks a piece: named in the refusal.
-_NAIVE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?")
-_SPACED = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}.*")
-_NO_SECONDS = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}([Zz]|[+-][0-9]{2}:?[0-9]{2})"
-)
-_COMPACT_OFFSET = re.compile(
+_NAIVE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?"
+_SPACED = r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}.*"
+_NO_SECONDS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}([Zz]|[+-][0-9]{2}:?[0-9]{2})"
+_COMPACT_OFFSET = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?[+-][0-9]{2}([0-9]{2})?"
 )
-_OFFSET_TAIL = re.compile(r".*[+-][0-9]{2}(:?[0-9]{2})?$|.*[Zz]$")
+_OFFSET_TAIL = r".*[+-][0-9]{2}(:?[0-9]{2})?$|.*[Zz]$"
 # Entries of the tz directory that are not zone names (``localtime`` is this machine's
 # zone, whatever it is; ``posixrules`` a template).
 _NOT_ZONES = frozenset({"localtime", "posixrules"})
@@ -152,9 +153,7 @@ def iso_ms(ms: int) -> str:
     return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{milli:03d}Z"
 
 
-_ISO_MS = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.([0-9]{3})Z"
-)
+_ISO_MS = r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.([0-9]{3})Z"
 
 
 def parse_iso_ms(text: Any) -> int | None:
@@ -162,7 +161,7 @@ def parse_iso_ms(text: Any) -> int | None:
     (replay is strict: a record this module did not write is corrupt)."""
     if not isinstance(text, str):
         return None
-    m = _ISO_MS.fullmatch(text)
+    m = re.fullmatch(_ISO_MS, text)
     if m is None:
         return None
     y, mo, d, h, mi, s, milli = (int(g) for g in m.groups())
@@ -212,18 +211,18 @@ def format_duration(ms: int) -> str:
 def _bad_at(text: str) -> ScheduleRefusal:
     shown = text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "…"
     quoted = _quote(shown)
-    if _DATE.fullmatch(text):
+    if re.fullmatch(_DATE, text):
         why = (
             "a date alone is not a target; add a time and an offset "
             f'("{text}T09:00:00Z") or pass {{date, time, time_zone}}'
         )
-    elif _SPACED.fullmatch(text):
+    elif re.fullmatch(_SPACED, text):
         why = 'separate the date and the time with "T", not a space'
-    elif _NO_SECONDS.fullmatch(text):
+    elif re.fullmatch(_NO_SECONDS, text):
         why = "include the seconds (HH:MM:SS), e.g. 09:00:00"
-    elif _COMPACT_OFFSET.fullmatch(text):
+    elif re.fullmatch(_COMPACT_OFFSET, text):
         why = 'write the offset with a colon, as "±HH:MM" (e.g. "+02:00")'
-    elif _NAIVE.fullmatch(text) and not _OFFSET_TAIL.fullmatch(text):
+    elif re.fullmatch(_NAIVE, text) and not re.fullmatch(_OFFSET_TAIL, text):
         why = (
             'it has no UTC offset; add "Z" or "±HH:MM", or pass '
             "{date, time, time_zone} for a wall-clock time in a named zone"
@@ -260,7 +259,7 @@ def _check_range(ms: int, now_ms: int, shown: str) -> int:
 def _parse_offset_string(text: str, now_ms: int) -> int:
     if len(text) > _MAX_TEXT:
         raise _bad_at(text)
-    m = _RFC3339.fullmatch(text)
+    m = re.fullmatch(_RFC3339, text)
     if m is None:
         raise _bad_at(text)
     y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
@@ -331,10 +330,10 @@ def _zone(name: Any) -> zoneinfo.ZoneInfo:
 def _parse_local(target: Any, now_ms: int) -> int:
     date, time_, zone_name = target.get("date"), target.get("time"), target.get("time_zone")
     zone = _zone(zone_name)
-    if not isinstance(date, str) or (dm := _DATE.fullmatch(date)) is None:
+    if not isinstance(date, str) or (dm := re.fullmatch(_DATE, date)) is None:
         shown = _quote(str(date)[:_MAX_TEXT])
         raise ScheduleRefusal("invalid_rule", f"at.date {shown} must be a calendar date YYYY-MM-DD")
-    if not isinstance(time_, str) or (tm := _TIME.fullmatch(time_)) is None:
+    if not isinstance(time_, str) or (tm := re.fullmatch(_TIME, time_)) is None:
         shown = _quote(str(time_)[:_MAX_TEXT])
         raise ScheduleRefusal(
             "invalid_rule",

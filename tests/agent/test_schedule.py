@@ -893,3 +893,24 @@ async def test_an_active_reminder_cap_and_an_internal_failure_are_values(tmp_pat
         "code": "internal_error",
         "message": "schedule_create failed: ValueError: the schedule clock returned nan",
     }
+
+
+def test_time_patterns_compile_on_first_use_not_at_import() -> None:
+    # Every `codemode agent` start-up imports the schedule module; its patterns are text
+    # that `re.fullmatch` compiles when a time is first parsed.
+    import ast
+    import re
+
+    import codemode.agent._schedule_time as schedule_time
+
+    tree = ast.parse(Path(schedule_time.__file__).read_text(encoding="utf-8"))
+    compiled_at_import = [
+        node.lineno
+        for statement in tree.body
+        for node in ast.walk(statement)
+        if not isinstance(statement, ast.FunctionDef | ast.ClassDef)
+        and isinstance(node, ast.Attribute)
+        and node.attr == "compile"
+    ]
+    assert compiled_at_import == []
+    assert not any(isinstance(value, re.Pattern) for value in vars(schedule_time).values())
