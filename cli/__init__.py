@@ -18,8 +18,31 @@ if TYPE_CHECKING:
 __all__ = ["app", "main"]
 
 
+def _forget_start_directory() -> None:
+    """Take the directory the command started in off the module search path.
+
+    ``python -m codemode.cli`` (and ``-c``) puts it first on ``sys.path``, and it is often
+    the agent's workspace, where a program's tools write files. Modules load on first use
+    here (rich when a line needs it, a tool's implementation on its first call, parts of
+    the standard library), and each would be looked for there first: a ``rich/`` or an
+    ``html.py`` a program wrote would run in the host. The package is loaded already and
+    its dependencies live in site-packages, so the command loses nothing it needs.
+    ``-P`` (``PYTHONSAFEPATH``) adds no such entry; the console script's is its own
+    ``bin`` directory.
+    """
+    if sys.flags.safe_path or not sys.path:
+        return
+    try:
+        start = os.getcwd()
+    except OSError:  # the directory is gone: nothing can be planted in it
+        start = None
+    if sys.path[0] == "" or sys.path[0] == start:
+        del sys.path[0]
+
+
 def main() -> None:
     """Console-script entry point."""
+    _forget_start_directory()
     if sys.argv[1:] == ["--version"]:
         from importlib import metadata
 
