@@ -754,14 +754,7 @@ class SubDispatchDriver:
     def _start_event(self, entry: _Entry) -> dict[str, Any]:
         """``entry``'s start event as a dict (the way every log but a memory one gets it)."""
         args = entry.log_arguments
-        event = {
-            "type": "tool/code-dispatch-start",
-            "rootCallId": self._outer.root_call_id,
-            "parentCallId": self._outer.call_id,
-            "subCallId": entry.sub_call_id,
-            "name": entry.name,
-            "arguments": args,
-        }
+        event = self._event_dict("tool/code-dispatch-start", entry)
         # The definition ``_may_start`` classified with: for a sub-call (no code collapse
         # applies) the one ``get`` resolves.
         tool = entry.tool
@@ -777,6 +770,17 @@ class SubDispatchDriver:
             }
         )
         return sealed(event)
+
+    def _event_dict(self, kind: str, entry: _Entry) -> dict[str, Any]:
+        """The fields both of ``entry``'s events start with, in their order, as a dict."""
+        return {
+            "type": kind,
+            "rootCallId": self._root_id,
+            "parentCallId": self._parent_id,
+            "subCallId": entry.sub_call_id,
+            "name": entry.name,
+            "arguments": entry.log_arguments,
+        }
 
     def _gated(self, entry: _Entry, gate: Dispatch | Settled) -> bool:
         """What ``prepare`` decided for ``entry``: True when its body is to run."""
@@ -997,16 +1001,9 @@ class SubDispatchDriver:
         self, entry: _Entry, final: ToolExecutionResult, committed: float, content: Any
     ) -> dict[str, Any]:
         args = entry.log_arguments
-        event = {
-            "type": "tool/code-dispatch",
-            "rootCallId": self._outer.root_call_id,
-            "parentCallId": self._outer.call_id,
-            "subCallId": entry.sub_call_id,
-            "name": entry.name,
-            "arguments": args,
-            "isError": final.is_error,
-            "content": content,
-        }
+        event = self._event_dict("tool/code-dispatch", entry)
+        event["isError"] = final.is_error
+        event["content"] = content
         tool = self._settled_tool(entry)
         if tool is not None and tool.present_result is not None:
             event.update(result_card_fields(tool, args, final, content))

@@ -59,26 +59,21 @@ def test_the_entry_is_dropped_only_when_it_is_the_start_directory(tmp_path: Path
         "_forget_start_directory()\n"
         "print(len(before) - len(sys.path), sys.path[0] == before[1])\n"
     )
+
+    def run(first: str, *flags: str) -> str:
+        done = subprocess.run(
+            [sys.executable, *flags, "-c", code.format(first=first)],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
     for first, expected in ((str(tmp_path), "1 True"), ("", "1 True"), ("/nonexistent", "0 False")):
-        done = subprocess.run(
-            [sys.executable, "-P", "-c", code.format(first=first)],
-            cwd=tmp_path,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        # -P: the interpreter itself added nothing, so a drop is only ever ours; with
-        # safe_path set the function leaves sys.path alone.
-        assert done.stdout.split() == ["0", "False"], (first, done.stdout)
-        done = subprocess.run(
-            [sys.executable, "-c", code.format(first=first)],
-            cwd=tmp_path,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == expected, (first, done.stdout)
+        # -P (safe_path): the interpreter added no such entry, and the function leaves
+        # sys.path alone.
+        assert run(first, "-P") == "0 False", first
+        assert run(first) == expected, first
