@@ -8,6 +8,8 @@ import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -276,29 +278,23 @@ async def _ours(runtime: Any, samples: int) -> list[float]:
     return times
 
 
-async def _warm_one(runtime: Any) -> float:
-    """One warm ``return 1``: a full pool of ready workers and an idle loop first."""
+async def _warm_one(run: Callable[[], Awaitable[Any]], what: str) -> float:
+    """One warm run of ``run`` (which must give 1): a full pool of ready workers and an
+    idle loop first, the same for every subject."""
     await ready_all()
     await anyio.sleep(REFILL_S)
     clock = timed()
-    value = await run_direct(runtime, "return 1")
+    value = await run()
     elapsed = clock()
     if value != 1:
-        raise RuntimeError(f"`return 1` gave {value!r}")
+        raise RuntimeError(f"{what} gave {value!r}")
     return elapsed
 
 
-async def _monty_warm_one(monty: Any) -> float:
-    """One warm pydantic-monty ``1``, after the same pause as ours."""
-    await ready_all()
-    await anyio.sleep(REFILL_S)
-    clock = timed()
+async def _monty_one(monty: Any) -> Any:
+    """pydantic-monty's ``1`` in a session of its own: its value."""
     async with monty.checkout() as session:
-        value = await session.feed_run("1")
-    elapsed = clock()
-    if value != 1:
-        raise RuntimeError(f"monty `1` gave {value!r}")
-    return elapsed
+        return await session.feed_run("1")
 
 
 async def _warm_rounds(
@@ -311,12 +307,12 @@ async def _warm_rounds(
         times[MONTY] = []
     for i in range(samples + 5):
         for subject, runtime in runtimes.items():
-            elapsed = await _warm_one(runtime)
+            elapsed = await _warm_one(partial(run_direct, runtime, "return 1"), "`return 1`")
             if i >= 5:
                 times[subject].append(elapsed)
         if MONTY in times:
             with ctx.guard(MONTY):
-                elapsed = await _monty_warm_one(monty)
+                elapsed = await _warm_one(partial(_monty_one, monty), "monty `1`")
             if MONTY in ctx.failures:
                 del times[MONTY]
             elif i >= 5:
@@ -329,8 +325,7 @@ async def _monty(monty: Any, samples: int, pause: float) -> list[float]:
     for i in range(samples + 5):
         await anyio.sleep(pause)
         clock = timed()
-        async with monty.checkout() as session:
-            value = await session.feed_run("1")
+        value = await _monty_one(monty)
         if i >= 5:
             times.append(clock())
         if value != 1:
