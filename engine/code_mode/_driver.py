@@ -24,12 +24,16 @@ is no driver loop to wake. A body's worker that settles its body takes the lane 
 when it is free and commits what is ready (a body that settles while another task holds
 the lane is seen by that holder's next pass, which re-checks before releasing: there is
 no await between the last check and the release). A submission, or the run's abort, that
-finds the lane free hands one pump to a worker. On asyncio that pump runs in a new task
-whose first step runs at once (``_Workers._eager``), whether the call was begun from a
-loop callback (a sandbox's read callback, ``begin``) or awaited by a program task: a body
-that does not wait is started, committed and answered before the submission returns, so
-a sequential sub-call costs no loop iteration (handing it to a parked worker and back
-cost two, a driver loop woken per stage four). Other backends hand the pump to a worker.
+finds the lane free hands one pump to a worker; a submission that finds nothing queued,
+started or committing takes the lane for its call at once and hands the worker the whole
+pass in one job (``_lone``: a sequential program's every call). On asyncio that job's
+first step runs at once, as an idle worker whose task it borrows (``_Workers._borrow``)
+or in a new worker task (``_Workers._eager``), whether the call was begun from a loop
+callback (a sandbox's read callback, ``begin``) or awaited by a program task: a body that
+does not wait is started, committed and answered before the submission returns, so a
+sequential sub-call costs no loop iteration and no task (handing it to a parked worker
+and back cost two iterations, a driver loop woken per stage four, a task per call a fifth
+of the driver's own time). Other backends hand the job to a worker.
 
 Where the work runs: parallel bodies and settle-event appends run in worker tasks of the
 run that are reused from one sub-call to the next (spawning a task per sub-call cost more
@@ -50,10 +54,12 @@ got its value, so such an append is in effect synchronous with the settle.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
+import types
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -161,11 +167,50 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class _Slot:
-    __slots__ = ("job", "ready")
+    """One worker's mailbox: the job it is handed while parked (``ready``), and on
+    asyncio the worker's task and context, which ``_Workers._borrow`` runs a job under."""
+
+    __slots__ = ("context", "job", "ready", "task")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self.job: Any = None
         self.ready = _Flag(loop)
+        self.task: asyncio.Task[None] | None = None
+        self.context: contextvars.Context | None = None
+
+
+class _Adopt:
+    """A job that a borrowed worker began and that is waiting (see ``_Workers._borrow``):
+    the worker's task goes on driving ``coro`` from ``yielded``, what it waits on."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], yielded: Any) -> None:
+        self.coro = coro
+        self.yielded = yielded
+
+
+@types.coroutine
+def _drive(coro: Coroutine[Any, Any, None], yielded: Any, thrown: BaseException | None) -> Any:
+    """Drive ``coro``, suspended on ``yielded`` (or, with ``thrown``, about to receive
+    it), to its end in the awaiting task: what ``await`` would do had that task begun it
+    (it yields what ``coro`` waits on and passes back what the task sends or throws)."""
+    send, throw = coro.send, coro.throw
+    try:
+        if thrown is not None:
+            yielded = throw(thrown)
+        while True:
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                yielded = throw(exc)
+            else:
+                yielded = send(value)
+    except StopIteration as stop:
+        return stop.value
 
 
 class _Workers:
@@ -180,6 +225,12 @@ class _Workers:
     owns them as a task group would: a worker's crash is re-raised by the loop
     (``crash``, then ``on_crash`` wakes it), and ``wait_closed`` cancels and awaits
     what is left when the loop ends. Other backends spawn in ``tg``.
+
+    On asyncio a job begins at once, in the submitter's call: a new worker's first step
+    runs now (``_eager``), and an idle worker is *borrowed* (``_borrow``): the job's
+    first step runs as that worker's task, in its context, and the worker's task goes
+    on with the job only if it waits. A sequential program's sub-call thus costs no task
+    at all (creating one, eager or not, was a fifth of the driver's own time per call).
     """
 
     __slots__ = ("_closed", "_idle", "_loop", "_on_crash", "_run", "_tasks", "_tg", "crash")
@@ -187,7 +238,7 @@ class _Workers:
     def __init__(
         self,
         tg: TaskGroup,
-        run: Callable[[Any], Awaitable[None]],
+        run: Callable[[Any], Coroutine[Any, Any, None]],
         on_crash: Callable[[], None],
     ) -> None:
         self._tg = tg
@@ -202,39 +253,80 @@ class _Workers:
     def submit(self, job: Any) -> None:
         loop = self._loop
         if loop is not None:
+            # Submitted from a task (a program's, or a worker handing a body on) or from
+            # a loop callback (a sandbox's read callback, ``begin``): that task, if any,
+            # steps aside while the job's first step runs as another one, as Python
+            # 3.12's eager task factory swaps the current task.
             caller = _current_task(loop)
-            if caller is None:
+            if caller is not None:
+                _leave_task(loop, caller)
+            try:
+                if self._idle:
+                    self._borrow(loop, self._idle.pop(), job)
+                    return
                 if self._eager(loop, job):
                     return
-            else:
-                # Submitted from a task (a program's, or a worker handing a body on):
-                # that task steps aside while the new one takes its first step, as
-                # Python 3.12's eager task factory swaps the current task.
-                _leave_task(loop, caller)
-                try:
-                    eager = self._eager(loop, job)
-                finally:
+            finally:
+                if caller is not None:
                     _enter_task(loop, caller)
-                if eager:
-                    return
         if self._idle:
             slot = self._idle.pop()
             slot.job = job
             slot.ready.set()
         elif loop is not None:
-            task = loop.create_task(self._work(job), name="run_code sub-dispatch worker")
+            slot = _Slot(loop)
+            task = loop.create_task(self._work(job, slot), name="run_code sub-dispatch worker")
+            slot.task = task
             self._tasks.add(task)
             task.add_done_callback(self._done)
         else:
-            self._tg.start_soon(self._work, job, name="run_code sub-dispatch worker")
+            self._tg.start_soon(self._work, job, _Slot(None), name="run_code sub-dispatch worker")
+
+    def _borrow(self, loop: asyncio.AbstractEventLoop, slot: _Slot, job: Any) -> None:
+        """Run ``job``'s first step as the idle worker of ``slot`` (no task may be
+        current: ``submit`` sets the caller's aside): ``current_task()`` is that worker,
+        its context is the one the step runs in, and anyio's cancel scopes entered in
+        the step belong to it. A job that ends in that step leaves the worker idle, as it
+        was; one that waits is handed to it (``_Adopt``), and its task goes on from
+        there when the loop next runs it. Cancelling the worker then reaches the job:
+        cancelling it while the hand-over is pending too (``_park``)."""
+        task = slot.task
+        context = slot.context
+        assert task is not None and context is not None
+        coro = self._run(job)
+        _enter_task(loop, task)
+        try:
+            yielded = context.run(coro.send, None)
+        except StopIteration:
+            self._repark(slot)
+            return
+        except asyncio.CancelledError:
+            self._repark(slot)
+            return
+        except Exception as exc:
+            self._repark(slot)
+            self._crashed(exc)
+            return
+        finally:
+            _leave_task(loop, task)
+        slot.job = _Adopt(coro, yielded)
+        slot.ready.set()
+
+    def _repark(self, slot: _Slot) -> None:
+        if self._closed:
+            slot.job = None
+            slot.ready.set()  # the worker ends (``close`` did not see it: it was lent)
+        else:
+            self._idle.append(slot)
 
     def _eager(self, loop: asyncio.AbstractEventLoop, job: Any) -> bool:
-        """Run ``job`` in a task of its own whose first step runs now, as Python 3.12's
+        """Run ``job`` in a new worker task whose first step runs now, as Python 3.12's
         eager tasks do (no task may be current: ``submit`` sets the caller's aside): a
         call whose body does not wait is started, run, committed and answered before
         the callback (a frame read from a worker) or the program's ``submit`` returns,
         where waking a parked worker cost a loop iteration (~10 us here) and put the
-        reply behind it. A body that waits goes on as an ordinary task.
+        reply behind it. A body that waits goes on as an ordinary task, and the worker
+        parks after its job like any other (to be borrowed next: ``_borrow``).
 
         Only on the stdlib loop (its ``_ready`` queue), and only when the step the new
         task scheduled is the last one queued (else nothing is popped: it runs
@@ -244,33 +336,32 @@ class _Workers:
         ready = getattr(loop, "_ready", None)
         if ready is None:
             return False
+        slot = _Slot(loop)
+        context = slot.context = contextvars.copy_context()
         # ``asyncio.Task`` itself when the loop has no task factory (what
         # ``create_task`` would do, without its frame).
         task = (
-            asyncio.Task(self._once(job), loop=loop, name="run_code sub-dispatch")
+            asyncio.Task(
+                self._work(job, slot), loop=loop, name="run_code sub-dispatch", context=context
+            )
             if loop._task_factory is None  # type: ignore[attr-defined]
-            else loop.create_task(self._once(job), name="run_code sub-dispatch")
+            else loop.create_task(
+                self._work(job, slot), name="run_code sub-dispatch", context=context
+            )
         )
+        slot.task = task
         self._tasks.add(task)
+        task.add_done_callback(self._done)
         handle = ready[-1] if ready else None
         if handle is not None and getattr(handle._callback, "__self__", None) is task:
             ready.pop()
             handle._run()
         return True
 
-    async def _once(self, job: Any) -> None:
-        """One job, then the task ends (an eager job: see ``_eager``). A crash is kept
-        and reported as ``_done`` reports a worker's, without a done callback (one
-        queued would keep the host from polling for the worker's next frame)."""
-        task = _current_task(self._loop)
-        try:
-            await self._run(job)
-        except Exception as exc:
-            if self.crash is None:
-                self.crash = exc
-                self._on_crash()
-        finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+    def _crashed(self, exc: BaseException) -> None:
+        if self.crash is None:
+            self.crash = exc
+            self._on_crash()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -278,8 +369,7 @@ class _Workers:
             return
         exc = task.exception()
         if exc is not None:
-            self.crash = exc
-            self._on_crash()
+            self._crashed(exc)
 
     async def wait_closed(self) -> None:
         """Close, cancel the workers still running, and wait until every one has ended."""
@@ -290,20 +380,37 @@ class _Workers:
         if tasks:
             await asyncio.wait(tasks)
 
-    async def _work(self, job: Any) -> None:
+    async def _work(self, job: Any, slot: _Slot) -> None:
         while job is not None:
-            await self._run(job)
+            if type(job) is _Adopt:
+                await _drive(job.coro, job.yielded, None)
+            else:
+                await self._run(job)
             if self._closed:
                 return
-            slot = _Slot(self._loop)
-            self._idle.append(slot)
+            job = await self._park(slot)
+
+    async def _park(self, slot: _Slot) -> Any:
+        """Wait idle for the next job (None: the workers are closing)."""
+        slot.job = None
+        slot.ready = _Flag(self._loop)
+        self._idle.append(slot)
+        try:
             await slot.ready.wait()
+        except BaseException as exc:
             job = slot.job
+            if type(job) is _Adopt:
+                # Cancelled between a borrowed job's wait and this task's taking it over:
+                # the job gets the cancellation, as it would have had it waited here.
+                await _drive(job.coro, None, exc)
+            raise
+        return slot.job
 
     def close(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
         for slot in idle:
+            slot.job = None
             slot.ready.set()
 
 
@@ -336,6 +443,8 @@ class _Entry(msgspec.Struct, eq=False):
     # Whether the arguments are known to be over the log's bound (None: not looked at
     # yet), for both session events.
     args_big: bool | None = None
+    # Submitted to an idle lane, which ``_enqueue`` took for it (``_lone``).
+    lone: bool = False
 
 
 def _ms(seconds: float) -> float:
@@ -505,6 +614,22 @@ class SubDispatchDriver:
             None if settle is not None else _Flag(None) if loop is None else loop.create_future(),
         )
         pending = self._pending
+        if (
+            not pending
+            and not self._busy
+            and not self._commits
+            and not self._kicked
+            and not self._ended
+            and (self._session is None or self._append_now is not None)
+            and not self._pipeline._listening["tools/pre-execute"]
+        ):
+            # Nothing queued, started or committing, and a start that never waits: the
+            # lane is this call's alone. Take it now (a call submitted meanwhile queues
+            # behind this one) and give the whole pass to a worker in one job.
+            self._busy = True
+            entry.lone = True
+            self._bodies.submit(entry)
+            return entry
         pending.append(entry)
         # Only when this call heads the queue and could start: otherwise a body still in
         # flight (or the lane's holder) pumps when it is done.
@@ -529,6 +654,8 @@ class SubDispatchDriver:
         if job is _PUMP:
             self._kicked = False
             entry = await self._pump() if not self._busy else None
+        elif job.lone:
+            entry = await self._lone(job)
         else:
             self._handed -= 1
             entry = job
@@ -552,19 +679,72 @@ class SubDispatchDriver:
         self._handed += 1
         self._bodies.submit(entry)
 
-    async def _pump(self) -> _Entry | None:
+    async def _lone(self, entry: _Entry) -> _Entry | None:
+        """``_pump``'s first pass for a call ``_enqueue`` gave the idle lane to, in one
+        frame (the commonest pass: a sequential program's every call). It may start
+        whatever its mode, since nothing else is queued, in flight or committing: it is
+        started, and run and committed in the lane unless it is a parallel call whose
+        body is to run (returned, as ``_pump`` returns a held body). Calls submitted
+        meanwhile (queued behind it) get ``_pump``'s usual passes."""
+        pipeline = self._pipeline
+        if (
+            self._signal._aborted
+            or (self._session is not None and self._append_now is None)
+            or pipeline._listening["tools/pre-execute"]
+        ):
+            # Not so any more (a job a worker began after the submission): the usual pass.
+            self._pending.appendleft(entry)
+            self._busy = False
+            return await self._pump()
+        held: _Entry | None = None
+        try:
+            mode, tool, stamp = self._rt.classify(entry.input)
+            entry.tool, entry.stamp = tool, stamp
+            commits = self._commits
+            commits.append(entry)
+            if mode == "exclusive":
+                entry.exclusive = True
+                self._exclusive_active = True
+            entry.started_at = time.perf_counter()
+            if self._session is not None and not self._append_start(entry):
+                self._append_sync(self._start_event(entry))
+            # No listener (checked above, and nothing since ran code that could add one).
+            gate = pipeline.prepare_now(entry.input, (tool, stamp))
+            assert gate is not None
+            if self._gated(entry, gate):
+                if not entry.exclusive:
+                    held = entry
+                else:
+                    await self._body(entry)
+            if held is None:
+                await self._commit(commits.popleft())
+                if self._pending_logs > self._cap:
+                    await self._backpressure()
+            if self._pending or (commits and commits[0].settled is not None):
+                # Queued while the lane was held (a classifier or guard that calls a
+                # tool): ``_pump`` goes on from here, the lane still held.
+                held = await self._pump(held)
+        finally:
+            self._busy = False
+            if self._stopping:
+                self._check_drained()
+        return held
+
+    async def _pump(self, held: _Entry | None = None) -> _Entry | None:
         """Hold the lane and run the ordered stages that are ready (module docstring).
 
         Returns a parallel body it started, for the caller to run once the lane is
         released, when that keeps bodies beginning in start order; any other body is
-        handed to a worker before the lane's next stage.
+        handed to a worker before the lane's next stage. ``held``: such a body the
+        caller started holding the lane (``_lone``).
         """
         self._busy = True
-        held: _Entry | None = None
         commits = self._commits
         pending = self._pending
         try:
-            if not commits and len(pending) == 1 and not self._signal._aborted:
+            if held is not None:
+                pass  # started by ``_lone``: straight to the loop
+            elif not commits and len(pending) == 1 and not self._signal._aborted:
                 # The commonest pass (a sequential program): one call queued and nothing
                 # started that has not committed (so nothing in flight). The loop below
                 # would take the same steps one pass at a time; it still looks for

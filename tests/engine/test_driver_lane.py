@@ -5,6 +5,7 @@ and the coroutine-free pipeline phases against the awaited ones."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import anyio
@@ -114,6 +115,128 @@ async def test_a_sequential_sub_call_costs_no_loop_iteration() -> None:
     finally:
         del loop._run_once  # type: ignore[attr-defined]
     assert counts == [0] * 20
+
+
+@pytest.mark.anyio
+async def test_a_sequential_program_s_bodies_all_run_as_one_worker_task() -> None:
+    # After the first call, each call's first step runs as the idle worker the previous
+    # one left (``_Workers._borrow``): no task is created per sub-call. Before, each call
+    # had a task of its own (30 calls, 30 tasks).
+    seen: list[Any] = []
+    program_task: list[Any] = []
+
+    async def body(args: Any, ctx: Any) -> Any:
+        seen.append(asyncio.current_task())
+        return args["value"]
+
+    async def program(tools: Any, print: Any) -> Any:
+        program_task.append(asyncio.current_task())
+        return [await tools.echo({"value": str(i)}) for i in range(30)]
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    assert result.value["result"] == [str(i) for i in range(30)]
+    assert len({id(task) for task in seen}) == 1
+    assert seen[0] is not program_task[0]
+
+
+_probe: contextvars.ContextVar[str] = contextvars.ContextVar("probe", default="unset")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_a_borrowed_body_that_waits_keeps_its_task_its_scopes_and_its_context(
+    parallel: bool,
+) -> None:
+    # The body's first step runs as a borrowed worker; when it waits, that worker's task
+    # takes it over. Its task, a cancel scope and a context variable's token entered
+    # before the wait must all still be its own after it (anyio raises on a scope exited
+    # in another task; ``ContextVar.reset`` on a token from another context).
+    after: list[tuple[bool, str]] = []
+
+    async def body(args: Any, ctx: Any) -> Any:
+        token = _probe.set(args["value"])
+        before = asyncio.current_task()
+        with anyio.CancelScope():
+            await anyio.sleep(0.001)
+            same = asyncio.current_task() is before
+        seen = _probe.get()
+        _probe.reset(token)
+        after.append((same, seen))
+        return args["value"]
+
+    async def program(tools: Any, print: Any) -> Any:
+        return [await tools.echo({"value": str(i)}) for i in range(6)]
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=parallel, body=body))
+    result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    assert result.value["result"] == [str(i) for i in range(6)]
+    assert after == [(True, str(i)) for i in range(6)]
+    assert _probe.get() == "unset"  # the caller's context never saw the body's value
+
+
+@pytest.mark.anyio
+async def test_a_borrowed_body_cancelled_before_its_worker_takes_it_over_gets_it() -> None:
+    # A body that cancels its own task, then waits: the cancellation lands while the
+    # worker is still parked, before it took the body over. The body must get it at its
+    # wait, as it would in a task of its own; the call then settles with what it returns.
+    async def body(args: Any, ctx: Any) -> Any:
+        if args["value"] == "self-cancel":
+            current = asyncio.current_task()
+            assert current is not None
+            current.cancel()
+            try:
+                await anyio.sleep(5)
+            except asyncio.CancelledError:
+                return "got it"
+            return "missed it"
+        return args["value"]
+
+    async def program(tools: Any, print: Any) -> Any:
+        first = await tools.echo({"value": "warm"})  # leaves an idle worker to borrow
+        second = await tools.echo({"value": "self-cancel"})
+        third = await tools.echo({"value": "after"})
+        return [first, second, third]
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    with anyio.fail_after(10):
+        result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    assert result.value["result"] == ["warm", "got it", "after"]
+
+
+@pytest.mark.anyio
+async def test_a_borrowed_body_still_waiting_when_the_run_ends_is_cancelled() -> None:
+    # The run's end cancels every worker: the one that took over a waiting borrowed body
+    # too, and the body sees the cancellation (its ``finally`` runs) before the run
+    # returns.
+    ended: list[str] = []
+    started = anyio.Event()
+
+    async def body(args: Any, ctx: Any) -> Any:
+        if args["value"] == "slow":
+            started.set()
+            try:
+                await anyio.sleep(30)
+            finally:
+                ended.append("slow")
+        return args["value"]
+
+    async def program(tools: Any, print: Any) -> Any:
+        await tools.echo({"value": "warm"})
+        slow = asyncio.ensure_future(tools.echo({"value": "slow"}))
+        await started.wait()
+        slow.cancel()  # detaches the program; the body goes on until the run ends
+        return "done"
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    with anyio.fail_after(10):
+        result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    assert result.value["result"] == "done"
+    assert ended == ["slow"]
 
 
 @pytest.mark.anyio
