@@ -9,6 +9,7 @@ import contextvars
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from code_mode_support import code_rt, echo_tool, run_code, sleep_tool
 from pipeline_support import call
@@ -518,3 +519,47 @@ async def test_thousands_of_calls_abandoned_at_a_run_s_end_are_settled_a_slice_a
     assert result.is_error
     assert settled == calls  # the 10 in flight cancelled, the rest abandoned
     assert 0 < most < calls - 10
+
+
+@pytest.mark.anyio
+async def test_a_lane_starting_thousands_of_queued_calls_lets_the_loop_run_between() -> None:
+    # 2,000 parallel calls wait behind an exclusive one; when it commits, the lane starts
+    # them all, handing each body to a worker whose first step runs at once (inside the
+    # lane holder's step). Those nested jobs must not renew the holder's time slice: that
+    # kept it starting the whole queue in one loop iteration.
+    calls = 2000
+    started = 0
+    most = 0
+    ticking = True
+
+    async def ticker() -> None:
+        nonlocal most
+        last = 0
+        while ticking:
+            await asyncio.sleep(0)
+            most, last = max(most, started - last), started
+
+    async def nap(args: Any, ctx: Any) -> Any:
+        nonlocal started
+        started += 1
+        await anyio.lowlevel.checkpoint()
+        return args["value"]
+
+    async def barrier(args: Any, ctx: Any) -> Any:
+        await anyio.sleep(0.01)
+        return args["value"]
+
+    async def program(tools: Any, print: Any) -> Any:
+        first = asyncio.ensure_future(tools.gate({"value": "gate"}))
+        rest = [asyncio.ensure_future(tools.nap({"value": str(i)})) for i in range(calls)]
+        return [await first, len(await asyncio.gather(*rest))]
+
+    rt, _ = code_rt(program, cap=calls)
+    rt.register(echo_tool("gate", body=barrier))  # no classifier: exclusive
+    rt.register(echo_tool("nap", parallel=True, body=nap))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+        ticking = False
+    assert result.value["result"] == ["gate", calls]
+    assert 0 < most < calls
