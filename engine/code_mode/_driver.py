@@ -287,9 +287,10 @@ class _Workers:
         current: ``submit`` sets the caller's aside): ``current_task()`` is that worker,
         its context is the one the step runs in, and anyio's cancel scopes entered in
         the step belong to it. A job that ends in that step leaves the worker idle, as it
-        was; one that waits is handed to it (``_Adopt``), and its task goes on from
-        there when the loop next runs it. Cancelling the worker then reaches the job:
-        cancelling it while the hand-over is pending too (``_park``)."""
+        was; one that waits is handed to it (``_Adopt``), and its task takes it over at
+        once (on the stdlib loop; elsewhere when the loop next runs it) and waits on what
+        the job waits on. Cancelling the worker then reaches the job: cancelling it while
+        the hand-over is pending too (``_park``)."""
         task = slot.task
         context = slot.context
         assert task is not None and context is not None
@@ -311,6 +312,15 @@ class _Workers:
             _leave_task(loop, task)
         slot.job = _Adopt(coro, yielded)
         slot.ready.set()
+        # The worker takes the job over now (its wake-up is the step just queued), as
+        # ``_eager`` runs a new task's first step: from the loop it cost an iteration per
+        # body that waits, before the body even began to wait on what it asked for.
+        ready = getattr(loop, "_ready", None)
+        if ready:
+            handle = ready[-1]
+            if getattr(handle._callback, "__self__", None) is task:
+                ready.pop()
+                handle._run()
 
     def _repark(self, slot: _Slot) -> None:
         if self._closed:

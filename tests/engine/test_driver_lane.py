@@ -241,6 +241,44 @@ async def test_a_borrowed_body_still_waiting_when_the_run_ends_is_cancelled() ->
 
 
 @pytest.mark.anyio
+async def test_a_sequential_sub_call_whose_body_waits_once_costs_two_loop_iterations() -> None:
+    # A body that yields once (``sleep(0)``): one iteration for the body to resume, one
+    # for the program to get its value. The worker whose task the body's first step
+    # borrowed takes it over at once; woken from the loop it cost a third.
+    counts: list[int] = []
+    loop = asyncio.get_running_loop()
+    original = loop._run_once  # type: ignore[attr-defined]
+    ticks = 0
+
+    def counting() -> None:
+        nonlocal ticks
+        ticks += 1
+        original()
+
+    async def body(args: Any, ctx: Any) -> Any:
+        await asyncio.sleep(0)
+        return args["value"]
+
+    async def program(tools: Any, print: Any) -> Any:
+        for i in range(5):
+            await tools.echo({"value": str(i)})  # warm: an idle worker to borrow
+        for i in range(20):
+            before = ticks
+            await tools.echo({"value": str(i)})
+            counts.append(ticks - before)
+        return None
+
+    rt, _ = code_rt(program)
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    loop._run_once = counting  # type: ignore[attr-defined]
+    try:
+        await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
+    finally:
+        del loop._run_once  # type: ignore[attr-defined]
+    assert counts == [2] * 20
+
+
+@pytest.mark.anyio
 async def test_a_fan_out_s_workers_start_the_next_bodies_themselves() -> None:
     # 60 calls of 5 ms at cap 6: ten waves. Every worker of a wave settles before the
     # first takes the lane; that one commits and starts one call, and each of the others
