@@ -5,7 +5,9 @@ and the coroutine-free pipeline phases against the awaited ones."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -25,6 +27,43 @@ from codemode.engine import (
     define_tool,
     text,
 )
+
+
+@contextlib.contextmanager
+def _loop_iterations() -> Iterator[list[int]]:
+    """Count the running loop's iterations while in the block (``[0]`` of the list)."""
+    loop = asyncio.get_running_loop()
+    original = loop._run_once  # type: ignore[attr-defined]
+    ticks = [0]
+
+    def counting() -> None:
+        ticks[0] += 1
+        original()
+
+    loop._run_once = counting  # type: ignore[attr-defined]
+    try:
+        yield ticks
+    finally:
+        del loop._run_once  # type: ignore[attr-defined]
+
+
+class _MostPerIteration:
+    """Beside a run (``tick`` in a task): the most ``count`` grew within one iteration of
+    the loop, until ``stop``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.most = 0
+        self._ticking = True
+
+    async def tick(self) -> None:
+        last = 0
+        while self._ticking:
+            await asyncio.sleep(0)
+            self.most, last = max(self.most, self.count - last), self.count
+
+    def stop(self) -> None:
+        self._ticking = False
 
 
 @pytest.mark.anyio
@@ -82,40 +121,38 @@ async def test_a_cancelled_caller_leaves_its_call_running_committed_and_logged()
 
 
 @pytest.mark.anyio
-async def test_a_sequential_sub_call_costs_no_loop_iteration() -> None:
-    # The call's pump runs in a task of its own whose first step runs as the program
-    # submits (``_Workers._eager``): a body that does not wait is started, run and
-    # committed before ``submit`` returns, so the program never yields to the loop.
+@pytest.mark.parametrize(("waits", "iterations"), [(False, 0), (True, 2)])
+async def test_a_sequential_sub_call_costs_no_loop_iteration_of_its_own(
+    waits: bool, iterations: int
+) -> None:
+    # The call's whole lane pass runs as the program submits, as an idle worker whose
+    # task it borrows (``_Workers._borrow``): a body that does not wait is started, run
+    # and committed before ``submit`` returns, so the program never yields to the loop.
     # Handing the call to a worker and back cost two; a driver loop woken per stage,
-    # four. Counted deterministically on the running loop.
+    # four. A body that yields once costs one iteration to resume and one for the
+    # program to get its value: the worker takes the body over at once (woken from the
+    # loop it cost a third). Counted deterministically on the running loop.
     counts: list[int] = []
-    loop = asyncio.get_running_loop()
-    original = loop._run_once  # type: ignore[attr-defined]
-    ticks = 0
 
-    def counting() -> None:
-        nonlocal ticks
-        ticks += 1
-        original()
+    async def body(args: Any, ctx: Any) -> Any:
+        if waits:
+            await asyncio.sleep(0)
+        return args["value"]
 
     async def program(tools: Any, print: Any) -> Any:
-        nonlocal ticks
         for i in range(5):
-            await tools.echo({"value": str(i)})  # warm: the worker exists
+            await tools.echo({"value": str(i)})  # warm: an idle worker to borrow
         for i in range(20):
-            before = ticks
+            before = ticks[0]
             await tools.echo({"value": str(i)})
-            counts.append(ticks - before)
+            counts.append(ticks[0] - before)
         return None
 
     rt, _ = code_rt(program)
-    rt.register(echo_tool("echo", parallel=True))
-    loop._run_once = counting  # type: ignore[attr-defined]
-    try:
+    rt.register(echo_tool("echo", parallel=True, body=body))
+    with _loop_iterations() as ticks:
         await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
-    finally:
-        del loop._run_once  # type: ignore[attr-defined]
-    assert counts == [0] * 20
+    assert counts == [iterations] * 20
 
 
 @pytest.mark.anyio
@@ -238,44 +275,6 @@ async def test_a_borrowed_body_still_waiting_when_the_run_ends_is_cancelled() ->
         result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
     assert result.value["result"] == "done"
     assert ended == ["slow"]
-
-
-@pytest.mark.anyio
-async def test_a_sequential_sub_call_whose_body_waits_once_costs_two_loop_iterations() -> None:
-    # A body that yields once (``sleep(0)``): one iteration for the body to resume, one
-    # for the program to get its value. The worker whose task the body's first step
-    # borrowed takes it over at once; woken from the loop it cost a third.
-    counts: list[int] = []
-    loop = asyncio.get_running_loop()
-    original = loop._run_once  # type: ignore[attr-defined]
-    ticks = 0
-
-    def counting() -> None:
-        nonlocal ticks
-        ticks += 1
-        original()
-
-    async def body(args: Any, ctx: Any) -> Any:
-        await asyncio.sleep(0)
-        return args["value"]
-
-    async def program(tools: Any, print: Any) -> Any:
-        for i in range(5):
-            await tools.echo({"value": str(i)})  # warm: an idle worker to borrow
-        for i in range(20):
-            before = ticks
-            await tools.echo({"value": str(i)})
-            counts.append(ticks - before)
-        return None
-
-    rt, _ = code_rt(program)
-    rt.register(echo_tool("echo", parallel=True, body=body))
-    loop._run_once = counting  # type: ignore[attr-defined]
-    try:
-        await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
-    finally:
-        del loop._run_once  # type: ignore[attr-defined]
-    assert counts == [2] * 20
 
 
 @pytest.mark.anyio
@@ -513,30 +512,19 @@ async def test_thousands_of_calls_abandoned_at_a_run_s_end_are_settled_a_slice_a
     # call is settled as abandoned: a storm's thousands must not all be settled in one
     # loop iteration (nothing else on the loop would run meanwhile).
     calls = 3000
-    settled = 0
-    most = 0
-    ticking = True
-
-    async def ticker() -> None:
-        nonlocal most
-        last = 0
-        while ticking:
-            await asyncio.sleep(0)
-            most, last = max(most, settled - last), settled
+    settled = _MostPerIteration()
 
     class StormRuntime:
         language = "python"
         isolation = "in-process"
 
         async def run(self, request: CodeRunRequest) -> CodeRunResult:
-            nonlocal settled
             nap = request.bindings[0].functions["nap"]
             all_settled = anyio.Event()
 
             def settle(ok: bool, payload: Any) -> None:
-                nonlocal settled
-                settled += 1
-                if settled == calls:
+                settled.count += 1
+                if settled.count == calls:
                     all_settled.set()
 
             def storm() -> None:
@@ -551,12 +539,12 @@ async def test_thousands_of_calls_abandoned_at_a_run_s_end_are_settled_a_slice_a
     rt = ToolRuntime(mode="code", max_parallel_sub_calls=10, code_runtime=StormRuntime())
     rt.register(sleep_tool("nap"))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
+        tg.start_soon(settled.tick)
         result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
-        ticking = False
+        settled.stop()
     assert result.is_error
-    assert settled == calls  # the 10 in flight cancelled, the rest abandoned
-    assert 0 < most < calls - 10
+    assert settled.count == calls  # the 10 in flight cancelled, the rest abandoned
+    assert 0 < settled.most < calls - 10
 
 
 @pytest.mark.anyio
@@ -566,20 +554,10 @@ async def test_a_lane_starting_thousands_of_queued_calls_lets_the_loop_run_betwe
     # lane holder's step). Those nested jobs must not renew the holder's time slice: that
     # kept it starting the whole queue in one loop iteration.
     calls = 2000
-    started = 0
-    most = 0
-    ticking = True
-
-    async def ticker() -> None:
-        nonlocal most
-        last = 0
-        while ticking:
-            await asyncio.sleep(0)
-            most, last = max(most, started - last), started
+    started = _MostPerIteration()
 
     async def nap(args: Any, ctx: Any) -> Any:
-        nonlocal started
-        started += 1
+        started.count += 1
         await anyio.lowlevel.checkpoint()
         return args["value"]
 
@@ -596,8 +574,8 @@ async def test_a_lane_starting_thousands_of_queued_calls_lets_the_loop_run_betwe
     rt.register(echo_tool("gate", body=barrier))  # no classifier: exclusive
     rt.register(echo_tool("nap", parallel=True, body=nap))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
+        tg.start_soon(started.tick)
         result = await run_code(rt, agent=rt.scope("a", session=MemorySessionLog()))
-        ticking = False
+        started.stop()
     assert result.value["result"] == ["gate", calls]
-    assert 0 < most < calls
+    assert 0 < started.most < calls
