@@ -57,6 +57,10 @@ class Row(msgspec.Struct, kw_only=True):
     ratio_to_ideal: float | None = None
     #: This row's median over the same case's median for each other subject measured.
     ratio_to: dict[str, float] = msgspec.field(default_factory=dict)
+    #: Where the suite measured this subject and a peer side by side, one sample of each
+    #: per round: the median of the per-round ratios (``paired_ratio``), by peer. A
+    #: ``ratio_to_peer`` target reads this when it is there.
+    paired: dict[str, float] = msgspec.field(default_factory=dict)
     note: str | None = None
 
 
@@ -110,6 +114,39 @@ class Report(msgspec.Struct, kw_only=True):
 def _rank(ordered: list[float], q: float) -> float:
     # Nearest rank: an observed sample, never an interpolation between two.
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def paired_ratio(samples: list[float], peer: list[float]) -> float | None:
+    """The median of ``samples[i] / peer[i]`` over rounds that timed one sample of each,
+    side by side; None unless both have the same number of samples (one per round) and
+    every peer sample is positive.
+
+    Each ratio is taken within its round: a slow phase of this machine that hits a round
+    moves that round's ratio, where a ratio of the two medians could take one median from
+    a fast round and the other from a slow one (the same commit read 0.35x and 1.1x
+    pydantic-monty's round trip in two ``--check`` runs that way).
+    """
+    if not samples or len(samples) != len(peer) or any(p <= 0 for p in peer):
+        return None
+    ratios = sorted(s / p for s, p in zip(samples, peer, strict=True))
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return round(median, 4)
+
+
+def pair_with(rows: list[Row], samples: dict[str, list[float]], peer: str) -> None:
+    """Set ``paired[peer]`` on each row whose subject's ``samples`` were taken in the
+    same rounds as ``peer``'s (a peer that failed part-way has none to pair with)."""
+    theirs = samples.get(peer)
+    if not theirs:
+        return
+    for row in rows:
+        ours = samples.get(row.subject)
+        if row.subject == peer or ours is None:
+            continue
+        ratio = paired_ratio(ours, theirs)
+        if ratio is not None:
+            row.paired[peer] = ratio
 
 
 def summarize(

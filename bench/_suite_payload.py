@@ -38,6 +38,7 @@ from ._model import (
     SuiteResult,
     cross_ratios,
     in_table_order,
+    pair_with,
     summarize,
 )
 
@@ -220,16 +221,18 @@ async def _paired(
                 for subject, ms in taken.items():
                     samples.setdefault(subject, []).append(ms)
     notes = {QUICKJS_FLOOR: QUICKJS_NOTE, FORK_FLOOR: FRESH_FLOOR_NOTE}
-    for subject, values in samples.items():
-        result.rows.append(
-            summarize(
-                case(direction, size),
-                subject,
-                values,
-                per_op=size / 1e6,
-                note=notes.get(subject),
-            )
+    rows = [
+        summarize(
+            case(direction, size),
+            subject,
+            values,
+            per_op=size / 1e6,
+            note=notes.get(subject),
         )
+        for subject, values in samples.items()
+    ]
+    pair_with(rows, samples, MONTY)  # the guests and both floors, round by round
+    result.rows.extend(rows)
 
 
 async def run(ctx: BenchContext) -> SuiteResult:

@@ -27,7 +27,16 @@ from ._common import (
     timed,
     tool,
 )
-from ._model import FLOOR, MONTY, OURS_TS, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+from ._model import (
+    FLOOR,
+    MONTY,
+    OURS_TS,
+    SMOLAGENTS,
+    SuiteResult,
+    cross_ratios,
+    pair_with,
+    summarize,
+)
 
 DESCRIPTION = "sequential sub-call round trip per call (baseline run subtracted)"
 CASE = "sub-call round trip"
@@ -95,8 +104,16 @@ async def run(ctx: BenchContext) -> SuiteResult:
                 if i:
                     samples[key].append(value)
         ctx.step("guests and pydantic-monty")
+    by_case: dict[str, dict[str, list[float]]] = {}
     for (case, subject, note), values in samples.items():
         result.rows.append(summarize(case, subject, values, note=note))
+        by_case.setdefault(case, {})[subject] = values
+    # Each guest's rows against pydantic-monty's samples, taken in the same rounds.
+    monty_samples = by_case.get(CASE, {}).get(MONTY)
+    if monty_samples:
+        for case, subjects in by_case.items():
+            rows = [row for row in result.rows if row.case == case]
+            pair_with(rows, {**subjects, MONTY: monty_samples}, MONTY)
 
     native, code = await _engine(calls, rounds)
     result.rows.append(summarize("native execute()", ENGINE, native, note="in-process, no sandbox"))

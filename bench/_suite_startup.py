@@ -27,7 +27,16 @@ from ._common import (
     smolagents_executor,
     timed,
 )
-from ._model import FLOOR, FORK_FLOOR, MONTY, SMOLAGENTS, SuiteResult, cross_ratios, summarize
+from ._model import (
+    FLOOR,
+    FORK_FLOOR,
+    MONTY,
+    SMOLAGENTS,
+    SuiteResult,
+    cross_ratios,
+    pair_with,
+    summarize,
+)
 
 DESCRIPTION = "cold / warm / back-to-back start of `return 1`, per guest and peer"
 REFILL_S = 0.01
@@ -116,8 +125,9 @@ async def run(ctx: BenchContext) -> SuiteResult:
         # Warm start is a verdict against pydantic-monty: measured side by side, one run
         # of each subject per round (this machine's speed drifts within seconds).
         warm = await _warm_rounds(ctx, runtimes, monty, samples)
-        for subject, times in warm.items():
-            result.rows.append(summarize("warm start", subject, times))
+        rows = [summarize("warm start", subject, times) for subject, times in warm.items()]
+        pair_with(rows, warm, MONTY)
+        result.rows.extend(rows)
         ctx.step("warm start, guests and pydantic-monty side by side")
         for subject, runtime in runtimes.items():
             result.rows.append(summarize("back-to-back", subject, await _ours(runtime, samples)))

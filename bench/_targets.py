@@ -46,7 +46,8 @@ class TargetSpec(msgspec.Struct, frozen=True, kw_only=True):
     limit: float
     unit: str
     #: ``median`` (the row's unit), ``ratio_to_ideal``, ``ratio_to_floor`` or
-    #: ``ratio_to_peer`` (the median over ``peer``'s median on ``peer_case``).
+    #: ``ratio_to_peer`` (the row's ``paired`` ratio to ``peer`` where the suite measured
+    #: them round by round, else its median over ``peer``'s median on ``peer_case``).
     measure: str = "median"
     subjects: tuple[str, ...] = BOTH
     peer: str = MONTY
@@ -232,6 +233,9 @@ TARGETS: tuple[TargetSpec, ...] = (
 def _measured(row: Row, spec: TargetSpec, rows: Mapping[tuple[str, str], Row]) -> float | None:
     measure = spec.measure
     if measure == "ratio_to_peer":
+        paired = row.paired.get(spec.peer)
+        if paired is not None:
+            return paired  # measured side by side, round by round (``paired_ratio``)
         peer = rows.get((spec.peer_case or spec.case, spec.peer))
         if peer is None or peer.median <= 0:
             return None

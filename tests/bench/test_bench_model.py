@@ -19,7 +19,7 @@ from codemode.bench import (
     write_plot,
 )
 from codemode.bench._env import PEER_MODULES, peer_status
-from codemode.bench._model import cross_ratios, summarize
+from codemode.bench._model import cross_ratios, pair_with, paired_ratio, summarize
 from codemode.bench._suite_fanout import case_name, ideal_ms, latencies
 from codemode.bench._suite_mixed import ideal_ms as mixed_ideal_ms
 
@@ -192,6 +192,56 @@ def test_a_target_below_its_floor_is_reported_so_and_does_not_fail_check() -> No
     )
     assert ts.measured == 1.8 and ts.floor == 1.75 and ts.below_floor
     assert check_exit_code(_report({"compute": compute})) == 0
+
+
+def test_a_paired_ratio_is_the_median_of_per_round_ratios() -> None:
+    # Three rounds; the machine slowed down in the third for both: either way, half.
+    ours = [1.0, 1.5, 6.0]
+    peer = [2.0, 3.0, 12.0]
+    assert paired_ratio(ours, peer) == 0.5
+    assert summarize("c", "a", ours).median / summarize("c", "b", peer).median == 0.5
+    # A slow phase that hit only the peer's third sample, and ours in the second: the
+    # rounds read 0.5, 0.75 and 0.125 (median 0.5); the medians, taken from different
+    # rounds (our second, the peer's first or second), read 0.75.
+    ours_drift = [1.0, 1.5, 1.5]
+    peer_drift = [2.0, 2.0, 12.0]
+    assert paired_ratio(ours_drift, peer_drift) == 0.5
+    assert summarize("c", "a", ours_drift).median / summarize("c", "b", peer_drift).median == 0.75
+    assert paired_ratio([1.0, 3.0], [2.0, 2.0]) == 1.0  # an even count: the middle two
+    # Not rounds of the same run: unequal counts, an empty side, a zero peer sample.
+    assert paired_ratio([1.0, 2.0], [1.0]) is None
+    assert paired_ratio([], []) is None
+    assert paired_ratio([1.0], [0.0]) is None
+
+
+def test_a_peer_target_reads_the_paired_ratio_where_the_suite_paired_the_rounds() -> None:
+    # The medians alone say 1.2x Monty (missed); round by round it was 0.9x, and the
+    # floor too is judged round by round.
+    samples = {
+        "codemode-python": [1.8, 0.9, 4.5],
+        "pydantic-monty": [2.0, 1.0, 3.75],
+        "fork-floor": [2.4, 1.2, 6.0],
+    }
+    rows = [summarize("in+out 1 MB", subject, values) for subject, values in samples.items()]
+    pair_with(rows, samples, "pydantic-monty")
+    by_subject = {row.subject: row for row in rows}
+    assert by_subject["codemode-python"].paired == {"pydantic-monty": 0.9}
+    assert by_subject["fork-floor"].paired == {"pydantic-monty": 1.2}
+    assert by_subject["pydantic-monty"].paired == {}
+    payload = _suite(rows)
+    apply_targets("payload", payload)
+    py = next(t for t in payload.targets if t.subject == "codemode-python")
+    assert py.measured == 0.9 and py.met is True and py.floor == 1.2
+
+    # A peer that failed part-way (fewer samples) pairs with nothing: medians decide.
+    short = {"codemode-python": [1.0, 1.0, 1.0], "pydantic-monty": [2.0, 2.0]}
+    rows = [summarize("warm start", subject, values) for subject, values in short.items()]
+    pair_with(rows, short, "pydantic-monty")
+    assert all(row.paired == {} for row in rows)
+    startup = _suite(rows)
+    apply_targets("startup", startup)
+    warm = next(t for t in startup.targets if t.subject == "codemode-python")
+    assert warm.measured == 0.5
 
 
 def _report(suites: dict[str, SuiteResult]) -> Report:
