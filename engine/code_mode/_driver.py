@@ -630,12 +630,10 @@ class SubDispatchDriver:
             and not self._commits
             and not self._kicked
             and not self._ended
-            and (self._session is None or self._append_now is not None)
-            and not self._pipeline._listening["tools/pre-execute"]
         ):
-            # Nothing queued, started or committing, and a start that never waits: the
-            # lane is this call's alone. Take it now (a call submitted meanwhile queues
-            # behind this one) and give the whole pass to a worker in one job.
+            # Nothing queued, started or committing: the lane is this call's alone. Take
+            # it now (a call submitted meanwhile queues behind this one) and give the
+            # whole pass to a worker in one job.
             self._busy = True
             entry.lone = True
             self._bodies.submit(entry)
@@ -696,49 +694,24 @@ class SubDispatchDriver:
         self._bodies.submit(entry)
 
     async def _lone(self, entry: _Entry) -> _Entry | None:
-        """``_pump``'s first pass for a call ``_enqueue`` gave the idle lane to, in one
-        frame (the commonest pass: a sequential program's every call). It may start
-        whatever its mode, since nothing else is queued, in flight or committing: it is
-        started, and run and committed in the lane unless it is a parallel call whose
-        body is to run (returned, as ``_pump`` returns a held body). Calls submitted
-        meanwhile (queued behind it) get ``_pump``'s usual passes."""
-        pipeline = self._pipeline
-        if (
-            self._signal._aborted
-            or (self._session is not None and self._append_now is None)
-            or pipeline._listening["tools/pre-execute"]
-        ):
-            # Not so any more (a job a worker began after the submission): the usual pass.
+        """``_pump``'s first pass for a call ``_enqueue`` gave the idle lane to (the
+        commonest pass: a sequential program's every call): ``_solo``, since nothing
+        else is queued, in flight or committing. Calls submitted meanwhile (queued behind
+        it) get ``_pump``'s usual passes."""
+        # From here on the entry is any other: its body may be handed on as a job.
+        entry.lone = False
+        if self._signal._aborted:
+            # Aborted since the submission (a job a worker began later): the usual pass
+            # abandons it.
             self._pending.appendleft(entry)
             self._busy = False
             return await self._pump()
-        held: _Entry | None = None
         try:
-            mode, tool, stamp = self._rt.classify(entry.input)
-            entry.tool, entry.stamp = tool, stamp
+            held = await self._solo(entry)
             commits = self._commits
-            commits.append(entry)
-            if mode == "exclusive":
-                entry.exclusive = True
-                self._exclusive_active = True
-            entry.started_at = time.perf_counter()
-            if self._session is not None and not self._append_start(entry):
-                self._append_sync(self._start_event(entry))
-            # No listener (checked above, and nothing since ran code that could add one).
-            gate = pipeline.prepare_now(entry.input, (tool, stamp))
-            assert gate is not None
-            if self._gated(entry, gate):
-                if not entry.exclusive:
-                    held = entry
-                else:
-                    await self._body(entry)
-            if held is None:
-                await self._commit(commits.popleft())
-                if self._pending_logs > self._cap:
-                    await self._backpressure()
             if self._pending or (commits and commits[0].settled is not None):
-                # Queued while the lane was held (a classifier or guard that calls a
-                # tool): ``_pump`` goes on from here, the lane still held.
+                # Queued while the lane was held (a start that waited, or a classifier
+                # or guard that calls a tool): ``_pump`` goes on from here.
                 held = await self._pump(held)
         finally:
             self._busy = False
